@@ -1,0 +1,66 @@
+"""The `towline.tool.<name>` activities: one per tool, one execution per call.
+
+`ModelRetry` and `ToolError` are results, not activity failures (they are
+certain: the tool says what happened). Any other exception is left to
+Temporal: a non-idempotent tool gets one attempt, so the workflow learns the
+effect is uncertain; an idempotent tool is retried by its retry policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+
+from towline.errors import ModelRetry, ToolError
+from towline.tools import Tool, ToolResult
+
+from .io import ToolActivityInput, ToolActivityResult
+
+__all__ = ["make_tool_activity", "RESULT_LIMIT"]
+
+RESULT_LIMIT = 2 * 1024 * 1024 - 128 * 1024
+"""Bytes a tool result may have (Temporal's default 2 MiB blob limit, less headroom)."""
+
+
+def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[ToolActivityResult]]:
+    """Build the activity that runs `tool`."""
+
+    async def run_tool(inp: ToolActivityInput) -> ToolActivityResult:
+        try:
+            parsed = tool.args_model.model_validate(inp.args)
+            kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+            args: list[Any] = [inp.ctx] if tool.takes_ctx else []
+            result = tool.function(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except ModelRetry as e:
+            return ToolActivityResult(status="retry", content=e.message)
+        except ToolError as e:
+            return ToolActivityResult(status="failed", content=e.message)
+        if isinstance(result, ToolResult):
+            return ToolActivityResult(
+                status="succeeded", content=_jsonable(result.content), usage=result.usage
+            )
+        return _fit(ToolActivityResult(status="succeeded", content=_jsonable(result)))
+
+    run_tool.__name__ = f"tool_{tool.name}"
+    return activity.defn(name=tool.activity_name)(run_tool)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return value
+
+
+def _fit(result: ToolActivityResult) -> ToolActivityResult:
+    """Replace content too large for one payload (the tool did run: report, don't fail)."""
+    size = activity.payload_converter().to_payloads([result])[0].ByteSize()
+    if size <= RESULT_LIMIT:
+        return result
+    note = f"[tool result of {size} bytes exceeds the {RESULT_LIMIT}-byte payload limit; omitted]"
+    return result.model_copy(update={"content": note})

@@ -1,0 +1,153 @@
+"""`Capability` (the hook base class) and `Middleware` (hooks as a value).
+
+Both families run on one engine. A capability in an agent's list is a class
+(used as is) or a configured instance; that value is passed as `self`, so
+configuration is explicit and there is no global state. A `Middleware` is a
+value whose fields are plain functions. Hooks may be sync or async.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from towline.messages import ModelResponse
+from towline.tools import Tool, ToolCall, ToolContext, ToolReturn
+
+if TYPE_CHECKING:
+    from towline.agent import Agent
+
+from .state import ModelCallRequest, ModelRequestState
+
+__all__ = [
+    "Capability",
+    "Middleware",
+    "CapabilityLike",
+    "NextModelCall",
+    "JumpTo",
+    "hook_of",
+    "cap_name",
+    "cap_tools",
+    "cap_state_schema",
+    "cap_agents",
+    "MODEL_HOOKS",
+    "MIDDLEWARE_HOOKS",
+]
+
+JumpTo = Literal["model", "tools", "end"]
+NextModelCall = Callable[[ModelCallRequest], Awaitable[ModelResponse]]
+StateUpdate = Mapping[str, Any] | None
+
+
+class Capability:
+    """Base class of capabilities: every hook is a no-op until overridden.
+
+    Subclasses hold configuration only (frozen dataclasses or pydantic models
+    work well); per-run state goes in contributed state keys (`state_schema`).
+    A subclass may also define the middleware hooks `before_model`,
+    `after_model` and `wrap_model_call`, and contribute `tools` and
+    `state_schema`.
+    """
+
+    tools: Sequence[Tool] = ()
+    """Tools added to the agent's inventory."""
+    state_schema: Mapping[str, Any] = {}
+    """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
+
+    def before_model_request(self, state: ModelRequestState) -> ModelRequestState | Awaitable[ModelRequestState]:
+        """Before each model request: return the (possibly modified) state."""
+        return state
+
+    def after_model_request(self, state: ModelRequestState) -> ModelRequestState | Awaitable[ModelRequestState]:
+        """After the model responded (`state.response`, merged `state.usage`): return the state."""
+        return state
+
+    def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall | Awaitable[ToolCall]:
+        """Before a tool executes: return the (possibly transformed) call."""
+        return call
+
+    def after_tool_execute(
+        self, ctx: ToolContext, call: ToolCall, result: ToolReturn
+    ) -> None | Awaitable[None]:
+        """After a tool executed: observe its return record."""
+        return None
+
+
+@dataclass(frozen=True)
+class Middleware:
+    """Hooks as a value: `Middleware("name", before_model=fn, ...)`."""
+
+    name: str
+    """Unique within an agent."""
+    before_model: Callable[[dict[str, Any]], StateUpdate | Awaitable[StateUpdate]] | None = None
+    """`(state) -> update`, first → last; applied to the working state and persisted."""
+    after_model: Callable[[dict[str, Any]], StateUpdate | Awaitable[StateUpdate]] | None = None
+    """`(state) -> update`, last → first; may set `jump_to`."""
+    wrap_model_call: Callable[[ModelCallRequest, NextModelCall], Awaitable[ModelResponse]] | None = None
+    """`(request, next) -> response`; the first middleware is outermost."""
+    tools: Sequence[Tool] = ()
+    """Tools added to the agent's inventory."""
+    state_schema: Mapping[str, Any] = field(default_factory=lambda: {})
+    """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a Middleware needs a name")
+
+
+CapabilityLike = Capability | type[Capability] | Middleware
+
+MODEL_HOOKS = ("before_model_request", "after_model_request")
+TOOL_HOOKS = ("before_tool_execute", "after_tool_execute")
+MIDDLEWARE_HOOKS = ("before_model", "after_model", "wrap_model_call")
+
+
+def hook_of(cap: CapabilityLike, hook: str) -> Callable[..., Any] | None:
+    """The callable for `hook` with `cap` bound as `self`, or None when it is a no-op."""
+    if isinstance(cap, Middleware):
+        fn = getattr(cap, hook, None) if hook in MIDDLEWARE_HOOKS else None
+        return fn if callable(fn) else None
+    cls = cap if isinstance(cap, type) else type(cap)
+    fn = getattr(cls, hook, None)
+    if fn is None or fn is getattr(Capability, hook, None):
+        return None
+
+    def bound(*args: Any) -> Any:
+        return fn(cap, *args)
+
+    return bound
+
+
+def cap_name(cap: CapabilityLike) -> str:
+    """A capability's name: `Middleware.name`, a `name` attribute, or the class name."""
+    if isinstance(cap, Middleware):
+        return cap.name
+    name = getattr(cap, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return cap.__name__ if isinstance(cap, type) else type(cap).__name__
+
+
+def cap_tools(cap: CapabilityLike) -> tuple[Tool, ...]:
+    """Tools the capability contributes."""
+    tools: Any = getattr(cap, "tools", ())
+    if callable(tools):
+        tools = tools()
+    return tuple(t for t in tools if isinstance(t, Tool))
+
+
+def cap_state_schema(cap: CapabilityLike) -> dict[str, Any]:
+    """State keys the capability contributes."""
+    schema: Any = getattr(cap, "state_schema", {})
+    if callable(schema):
+        schema = schema()
+    return dict(schema)
+
+
+def cap_agents(cap: CapabilityLike) -> tuple[Agent, ...]:
+    """Agents the capability runs (sub-agents), so workers register them too."""
+    agents: Any = getattr(cap, "agents", ())
+    if callable(agents):
+        agents = agents()
+    return tuple(agents)

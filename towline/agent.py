@@ -1,0 +1,161 @@
+"""`Agent`: the definition a run executes, and the registry workers resolve names in.
+
+An agent is configuration only and is shared between runs. Its `name` is the key
+a client uses to start a run, so it must be stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+from temporalio.common import RetryPolicy
+
+from towline.capabilities.base import (
+    CapabilityLike,
+    Middleware,
+    cap_agents,
+    cap_name,
+    cap_state_schema,
+    cap_tools,
+)
+from towline.errors import ConfigurationError
+from towline.models import Model
+from towline.options import Limits, ModelSettings
+from towline.tools import Tool, ToolDefinition
+
+__all__ = ["Agent", "OUTPUT_TOOL_NAME", "register_agents", "lookup_agent"]
+
+OUTPUT_TOOL_NAME = "final_result"
+
+
+@dataclass(frozen=True, eq=False)
+class Agent:
+    """An agent: model, instructions, tools, capabilities, limits and output type."""
+
+    name: str
+    """Stable key a client starts runs by."""
+    model: str | Model = "test"
+    """A model name (`"test"`, a name registered with the plugin) or a `Model`."""
+    instructions: str | None = None
+    """System instructions, sent first with every request."""
+    tools: Sequence[Tool] = ()
+    """The agent's own tools."""
+    capabilities: Sequence[CapabilityLike] = ()
+    """Capabilities and middleware, in order."""
+    limits: Limits = field(default_factory=Limits)
+    """Budgets of a run (a run's input may override them)."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """Default model settings."""
+    output_type: Any = str
+    """`str` for a text answer, or a type (e.g. a pydantic model) to validate output against."""
+    model_timeout: timedelta = timedelta(minutes=2)
+    """Start-to-close timeout of one model activity attempt."""
+    model_retry_policy: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
+    )
+    """Temporal's retry policy for model activities (provider SDK retries are off)."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigurationError("an Agent needs a name")
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "capabilities", tuple(self.capabilities))
+        seen: set[str] = set()
+        for cap in self.capabilities:
+            if isinstance(cap, Middleware):
+                if cap.name in seen:
+                    raise ConfigurationError(
+                        f"agent {self.name!r}: two middlewares are named {cap.name!r}"
+                    )
+                seen.add(cap.name)
+        _ = self.inventory, self.state_schema  # validate eagerly
+
+    @property
+    def model_name(self) -> str:
+        """The name of the agent's default model."""
+        return self.model if isinstance(self.model, str) else self.model.name
+
+    @cached_property
+    def inventory(self) -> dict[str, Tool]:
+        """All tools: the agent's own and those its capabilities contribute."""
+        tools: dict[str, Tool] = {}
+        contributed = [t for cap in self.capabilities for t in cap_tools(cap)]
+        for t in [*self.tools, *contributed]:
+            if t.name in tools and tools[t.name].function is not t.function:
+                raise ConfigurationError(f"agent {self.name!r}: two tools are named {t.name!r}")
+            if t.name == OUTPUT_TOOL_NAME:
+                raise ConfigurationError(f"tool name {OUTPUT_TOOL_NAME!r} is reserved")
+            tools[t.name] = t
+        return tools
+
+    @cached_property
+    def state_schema(self) -> dict[str, Any]:
+        """Contributed state keys: `{key: default}` or `{key: (default, reducer)}`."""
+        schema: dict[str, Any] = {}
+        for cap in self.capabilities:
+            for key, spec in cap_state_schema(cap).items():
+                if key in ("messages", "llm_usage", "jump_to"):
+                    raise ConfigurationError(f"{cap_name(cap)}: state key {key!r} is reserved")
+                schema[key] = spec
+        return schema
+
+    @cached_property
+    def output_adapter(self) -> TypeAdapter[Any] | None:
+        """Validator of structured output, or None for text output."""
+        return None if self.output_type is str else TypeAdapter(self.output_type)
+
+    @cached_property
+    def output_wrapped(self) -> bool:
+        """Whether the output schema is not an object and is wrapped as `{"response": ...}`."""
+        adapter = self.output_adapter
+        return adapter is not None and adapter.json_schema().get("type") != "object"
+
+    def output_tool(self) -> ToolDefinition | None:
+        """The structured-output tool offered to the model, if any."""
+        adapter = self.output_adapter
+        if adapter is None:
+            return None
+        schema = adapter.json_schema()
+        if self.output_wrapped:
+            schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
+        description = "Give the final answer."
+        if isinstance(self.output_type, type) and issubclass(self.output_type, BaseModel):
+            description = self.output_type.__doc__ or description
+        return ToolDefinition(
+            name=OUTPUT_TOOL_NAME, description=description, parameters_json_schema=schema,
+            kind="output", max_retries=self.limits.output_retries,
+        )
+
+    def all_agents(self) -> list[Agent]:
+        """This agent and every sub-agent its capabilities run, depth first."""
+        found: list[Agent] = [self]
+        for cap in self.capabilities:
+            for sub in cap_agents(cap):
+                for a in sub.all_agents():
+                    if all(a is not f for f in found):
+                        found.append(a)
+        return found
+
+
+_GLOBAL: dict[str, Agent] = {}
+_BY_QUEUE: dict[str, dict[str, Agent]] = {}
+
+
+def register_agents(agents: Sequence[Agent], task_queue: str | None = None) -> None:
+    """Make agents resolvable by name for workflows (per task queue, and globally)."""
+    for agent in agents:
+        for a in agent.all_agents():
+            _GLOBAL[a.name] = a
+            if task_queue is not None:
+                _BY_QUEUE.setdefault(task_queue, {})[a.name] = a
+
+
+def lookup_agent(name: str, task_queue: str | None) -> Agent | None:
+    """The agent registered under `name`, preferring the task queue's own registration."""
+    queue: Mapping[str, Agent] = _BY_QUEUE.get(task_queue or "", {})
+    return queue.get(name) or _GLOBAL.get(name)

@@ -1,0 +1,104 @@
+"""Thin helpers over `temporalio.client.Client`: connect, start a run, run to the end.
+
+Connection settings come from Temporal's environment configuration
+(`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in `temporal.toml`, TLS and
+API keys), defaulting to the embedded dev server on localhost:7233.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.envconfig import ClientConfigProfile
+from temporalio.exceptions import ApplicationError
+
+from towline.agent import Agent
+from towline.errors import RunError
+from towline.messages import Message
+from towline.models import Model
+from towline.options import Limits
+from towline.plugin import TowlinePlugin
+from towline.results import PartialRun, RunInput, RunResult
+
+__all__ = ["connect", "connect_config", "start_run", "run", "run_error", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+
+DEFAULT_ADDRESS = "localhost:7233"
+DEFAULT_TASK_QUEUE = "towline"
+
+
+def connect_config(address: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for `Client.connect` from environment configuration (and overrides)."""
+    config: dict[str, Any] = dict(ClientConfigProfile.load().to_client_connect_config())
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    return config
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    agents: Sequence[Agent] = (),
+    models: dict[str, Model] | None = None,
+) -> Client:
+    """Connect with towline's plugin (data converter; agents for workers built from it)."""
+    return await Client.connect(
+        **connect_config(address, namespace), plugins=[TowlinePlugin(agents, models)]
+    )
+
+
+async def start_run(
+    client: Client,
+    agent: str | Agent,
+    prompt: str | None,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    id: str | None = None,
+    limits: Limits | None = None,
+    message_history: list[Message] | None = None,
+    context: dict[str, Any] | None = None,
+    session: bool = False,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start an `AgentRun`; returns its handle."""
+    name = agent.name if isinstance(agent, Agent) else agent
+    inp = RunInput(agent=name, prompt=prompt, message_history=message_history, limits=limits,
+                   context=context, session=session)
+    workflow_id = id or f"{name}-{_suffix()}"
+    return await client.start_workflow(
+        "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
+        static_summary=f"{name}: {(prompt or '')[:80]}",
+    )
+
+
+def _suffix() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:12]
+
+
+def run_error(err: WorkflowFailureError) -> RunError:
+    """The `RunError` for a failed run's `WorkflowFailureError`."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        partial = None
+        if cause.details:
+            try:
+                partial = PartialRun.model_validate(cause.details[0])
+            except Exception:
+                partial = None
+        return RunError(cause.type or "ApplicationError", cause.message, partial)
+    return RunError(type(cause).__name__, str(cause), None)
+
+
+async def run(client: Client, agent: str | Agent, prompt: str | None, **options: Any) -> RunResult:
+    """Start a run and wait for its result; raises `RunError` if it fails."""
+    handle = await start_run(client, agent, prompt, **options)
+    try:
+        return await handle.result()
+    except WorkflowFailureError as e:
+        raise run_error(e) from e

@@ -1,0 +1,196 @@
+"""The exceptions towline raises, and the run failures a workflow ends with.
+
+    TowlineError
+    ├── ConfigurationError        an agent, tool or plugin is defined wrongly (ValueError)
+    ├── ModelRetry                raised by a tool: ask the model to try again
+    ├── ToolError                 raised by a tool: it failed and had no effect
+    ├── ToolDenied                raised by `before_tool_execute`: the call is `denied`
+    ├── RunError                  client side: a run failed (.reason, .partial)
+    └── RunFailure                a run's deterministic failure (non-retryable ApplicationError,
+        │                         `type` = the class name, details[0] = the partial run)
+        ├── MaxStepsExceeded
+        ├── UsageLimitExceeded
+        ├── ToolRetriesExhausted
+        ├── OutputRetriesExhausted
+        ├── CapabilityViolation
+        ├── ToolCallIdentityChanged
+        ├── DuplicateToolCallId
+        ├── UncertainToolEffect
+        ├── ModelRequestFailed
+        ├── PayloadTooLarge
+        ├── ContentBlocked
+        ├── RunCancelled
+        ├── UnknownAgent
+        └── InternalError
+
+`RunFailure` subclasses are registered as workflow failure exception types, so
+raising one fails the *run* (the workflow), never the workflow task.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from temporalio.exceptions import ApplicationError
+
+if TYPE_CHECKING:
+    from towline.results import PartialRun
+
+__all__ = [
+    "TowlineError",
+    "ConfigurationError",
+    "ModelRetry",
+    "ToolError",
+    "ToolDenied",
+    "RunError",
+    "RunFailure",
+    "MaxStepsExceeded",
+    "UsageLimitExceeded",
+    "ToolRetriesExhausted",
+    "OutputRetriesExhausted",
+    "CapabilityViolation",
+    "ToolCallIdentityChanged",
+    "DuplicateToolCallId",
+    "UncertainToolEffect",
+    "ModelRequestFailed",
+    "PayloadTooLarge",
+    "ContentBlocked",
+    "RunCancelled",
+    "UnknownAgent",
+    "InternalError",
+    "FAILURE_TYPES",
+]
+
+
+class TowlineError(Exception):
+    """Base of every towline exception."""
+
+
+class ConfigurationError(TowlineError, ValueError):
+    """An agent, tool, capability or plugin is defined wrongly."""
+
+
+class ModelRetry(TowlineError):
+    """Raised by a tool to ask the model to try again; consumes one of the tool's retries."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolError(TowlineError):
+    """Raised by a tool that failed *without* effect; the model is told (status `failed`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolDenied(TowlineError):
+    """Raised by a `before_tool_execute` hook to deny a call (status `denied`, the model is told)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RunError(TowlineError):
+    """Client side: the run's workflow failed. `reason` is the failure type name."""
+
+    def __init__(self, reason: str, message: str, partial: PartialRun | None) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+        self.partial = partial
+
+
+class RunFailure(TowlineError, ApplicationError):
+    """A deterministic run failure: fails the workflow, non-retryably, with the partial run."""
+
+    def __init__(self, message: str, partial: PartialRun | None = None, **extra: Any) -> None:
+        details: list[Any] = []
+        if partial is not None:
+            details.append(partial.model_dump(mode="json"))
+        ApplicationError.__init__(
+            self, message, *details, type=type(self).__name__, non_retryable=True
+        )
+        self.partial = partial
+        self.extra = extra
+
+    def with_partial(self, partial: PartialRun) -> RunFailure:
+        """The same failure carrying `partial` (raised where the run state is known)."""
+        return type(self)(self.message, partial, **self.extra)
+
+
+class MaxStepsExceeded(RunFailure):
+    """Another model request would exceed `max_steps`."""
+
+
+class UsageLimitExceeded(RunFailure):
+    """`request_limit`, `tool_calls_limit` or a token limit was exceeded."""
+
+
+class ToolRetriesExhausted(RunFailure):
+    """A tool kept failing past its `max_retries`."""
+
+
+class OutputRetriesExhausted(RunFailure):
+    """The model's output failed validation past `output_retries`."""
+
+
+class CapabilityViolation(RunFailure):
+    """A hook raised, or returned a result that is not a valid state."""
+
+
+class ToolCallIdentityChanged(RunFailure):
+    """`before_tool_execute` changed a call's id, name, kind or metadata."""
+
+
+class DuplicateToolCallId(RunFailure):
+    """One response used the same tool call id twice."""
+
+
+class UncertainToolEffect(RunFailure):
+    """A non-idempotent tool raised or timed out after it may have taken effect."""
+
+
+class ModelRequestFailed(RunFailure):
+    """The model activity failed for good (non-retryable error or retries exhausted)."""
+
+
+class PayloadTooLarge(RunFailure):
+    """A payload would exceed Temporal's size limit."""
+
+
+class ContentBlocked(RunFailure):
+    """A capability blocked the run's content (e.g. `RedactPII(strategy="block")`)."""
+
+
+class RunCancelled(RunFailure):
+    """The run was cancelled through the `cancel` signal."""
+
+
+class UnknownAgent(RunFailure):
+    """The run names an agent this worker has not registered."""
+
+
+class InternalError(RunFailure):
+    """A bug in towline itself; reported rather than leaving the run stuck."""
+
+
+FAILURE_TYPES: tuple[type[RunFailure], ...] = (
+    MaxStepsExceeded,
+    UsageLimitExceeded,
+    ToolRetriesExhausted,
+    OutputRetriesExhausted,
+    CapabilityViolation,
+    ToolCallIdentityChanged,
+    DuplicateToolCallId,
+    UncertainToolEffect,
+    ModelRequestFailed,
+    PayloadTooLarge,
+    ContentBlocked,
+    RunCancelled,
+    UnknownAgent,
+    InternalError,
+)

@@ -1,0 +1,170 @@
+"""Messages exchanged with a model, and the usage they cost.
+
+A run's canonical history is a list of `Message`: a `ModelRequest` (what the
+runtime or the user sent) or a `ModelResponse` (what the model answered). Both
+carry a stable `id` so that history edits (`Remove(id)`) can name them. Every
+type here is a frozen pydantic model: JSON-serialisable through Temporal's
+pydantic data converter and replaced, never mutated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Usage",
+    "SystemPart",
+    "UserPart",
+    "TextPart",
+    "ToolCallPart",
+    "ToolReturnPart",
+    "RetryPart",
+    "RequestPart",
+    "ResponsePart",
+    "ModelRequest",
+    "ModelResponse",
+    "Message",
+    "ToolReturnStatus",
+    "FinishReason",
+    "RemoveAll",
+    "Remove",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Frozen):
+    """Token usage of one or more model calls; `+` adds two usages."""
+
+    requests: int = 0
+    """Model requests this usage covers."""
+    input_tokens: int = 0
+    """Tokens sent to the model."""
+    output_tokens: int = 0
+    """Tokens the model produced."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+ToolReturnStatus = Literal[
+    "succeeded", "retry", "failed", "validation_error", "denied", "not_executed", "unknown"
+]
+"""The outcome recorded for every tool call; see DESIGN.md for each meaning."""
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
+
+
+class SystemPart(_Frozen):
+    """System instructions."""
+
+    part_kind: Literal["system"] = "system"
+    content: str
+
+
+class UserPart(_Frozen):
+    """A user prompt."""
+
+    part_kind: Literal["user"] = "user"
+    content: str
+
+
+class TextPart(_Frozen):
+    """Text the model produced."""
+
+    part_kind: Literal["text"] = "text"
+    content: str
+
+
+class ToolCallPart(_Frozen):
+    """A tool call the model asked for. `tool_call_id` is generated when missing."""
+
+    part_kind: Literal["tool_call"] = "tool_call"
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    tool_call_id: str = ""
+    kind: str = "function"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolReturnPart(_Frozen):
+    """The one return record of a tool call, with its status."""
+
+    part_kind: Literal["tool_return"] = "tool_return"
+    tool_name: str
+    tool_call_id: str
+    content: Any = None
+    status: ToolReturnStatus = "succeeded"
+
+
+class RetryPart(_Frozen):
+    """Asks the model to try again (bad output, or a tool's `ModelRetry`)."""
+
+    part_kind: Literal["retry"] = "retry"
+    content: str
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+
+
+RequestPart = Annotated[
+    SystemPart | UserPart | ToolReturnPart | RetryPart, Field(discriminator="part_kind")
+]
+ResponsePart = Annotated[TextPart | ToolCallPart, Field(discriminator="part_kind")]
+
+
+class ModelRequest(_Frozen):
+    """A message sent to the model."""
+
+    kind: Literal["request"] = "request"
+    id: str = ""
+    parts: list[RequestPart] = Field(default_factory=list)
+
+
+class ModelResponse(_Frozen):
+    """A message the model answered."""
+
+    kind: Literal["response"] = "response"
+    id: str = ""
+    parts: list[ResponsePart] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model_name: str | None = None
+    finish_reason: FinishReason | None = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(p.content for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        """The tool-call parts, in order."""
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+Message = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]
+
+
+class RemoveAll(_Frozen):
+    """A `messages` instruction: drop the whole canonical history so far."""
+
+    op: Literal["remove_all"] = "remove_all"
+
+
+class Remove(_Frozen):
+    """A `messages` instruction: drop the message with this id."""
+
+    op: Literal["remove"] = "remove"
+    id: str

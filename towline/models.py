@@ -1,0 +1,237 @@
+"""Models: the `Model` protocol and the two offline models, `TestModel` and `FunctionModel`.
+
+A model is only ever executed inside the `towline.model_request` activity. Runs
+name models by string (`"test"`, `"function:module:attr"`, or a name registered
+with `TowlinePlugin(models=...)`) so that a run's input and history stay JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from towline.errors import ConfigurationError
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    Usage,
+    UserPart,
+)
+from towline.options import ModelSettings
+from towline.tools import ToolDefinition
+
+__all__ = [
+    "Model",
+    "ModelInfo",
+    "TestModel",
+    "FunctionModel",
+    "ModelHTTPError",
+    "resolve_model",
+    "example_args",
+]
+
+
+class ModelInfo(BaseModel):
+    """What a model is told besides the messages."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    """Function tools offered in this request."""
+    output_tools: list[ToolDefinition] = Field(default_factory=list)
+    """The structured-output tool, when the agent has an `output_type`."""
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    """The request's settings."""
+    model_name: str = ""
+    """The name the run selected this model by."""
+    run_step: int = 0
+    """The run step this request belongs to."""
+    agent: str = ""
+    """The agent's name."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers a list of messages with a `ModelResponse`."""
+
+    @property
+    def name(self) -> str:
+        """The name runs use to select this model."""
+        ...
+
+    async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
+        """Answer the messages. Runs inside an activity: I/O is allowed here."""
+        ...
+
+
+class ModelHTTPError(Exception):
+    """A provider answered with an HTTP error; 4xx other than 408/429 is not retried."""
+
+    def __init__(self, status: int, body: str = "", retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {body[:200]}")
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Whether Temporal should retry the request."""
+        return self.status in (408, 429) or self.status >= 500
+
+
+def example_args(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:
+    """A value that is valid against a (simple) JSON schema; used by `TestModel`."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return example_args(defs[str(schema["$ref"]).rsplit("/", 1)[-1]], defs)
+    if "default" in schema:
+        return schema["default"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = [o for o in schema.get(key, []) if o.get("type") != "null"]
+        if options:
+            return example_args(options[0], defs)
+    kind = schema.get("type", "object")
+    if kind == "object":
+        props: Mapping[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", props))
+        return {k: example_args(v, defs) for k, v in props.items() if k in required}
+    simple: dict[str, Any] = {"string": "a", "integer": 1, "number": 1.0, "boolean": False}
+    if kind == "array":
+        return []
+    return simple.get(kind)
+
+
+def _word_count(messages: list[Message]) -> int:
+    return sum(len(json.dumps(m.model_dump(mode="json")["parts"]).split()) for m in messages)
+
+
+@dataclass(frozen=True)
+class TestModel:
+    """Deterministic offline model: calls each offered tool once, then summarises the returns."""
+
+    __test__ = False  # not a pytest class
+
+    custom_output_text: str | None = None
+    """Answer with this text instead of the summary."""
+    model_name: str = "test"
+    """The name runs select it by."""
+
+    @property
+    def name(self) -> str:
+        return self.model_name
+
+    async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
+        since_prompt = _since_last_prompt(messages)
+        returns = [
+            p for m in since_prompt if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, ToolReturnPart)
+        ]
+        usage = Usage(requests=1, input_tokens=_word_count(messages))
+        called = any(isinstance(m, ModelResponse) and m.tool_calls for m in since_prompt)
+        if info.tools and not called:
+            calls: list[TextPart | ToolCallPart] = [
+                ToolCallPart(
+                    tool_name=t.name,
+                    args=example_args(t.parameters_json_schema),
+                    tool_call_id=f"test_{info.run_step}_{i}",
+                )
+                for i, t in enumerate(info.tools)
+            ]
+            return ModelResponse(
+                parts=calls, usage=usage.model_copy(update={"output_tokens": len(calls)}),
+                model_name=self.name, finish_reason="tool_calls",
+            )
+        if info.output_tools:
+            out = info.output_tools[0]
+            call = ToolCallPart(
+                tool_name=out.name, args=example_args(out.parameters_json_schema),
+                tool_call_id=f"test_{info.run_step}_out", kind="output",
+            )
+            return ModelResponse(parts=[call], usage=usage, model_name=self.name)
+        text = self.custom_output_text
+        if text is None:
+            text = json.dumps({r.tool_name: r.content for r in returns}) if returns else "success"
+        return ModelResponse(
+            parts=[TextPart(content=text)],
+            usage=usage.model_copy(update={"output_tokens": len(text.split())}),
+            model_name=self.name, finish_reason="stop",
+        )
+
+
+def _since_last_prompt(messages: list[Message]) -> list[Message]:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPart) for p in m.parts):
+            return messages[i:]
+    return messages
+
+
+ModelFunction = Callable[[list[Message], ModelInfo], "ModelResponse | str | Awaitable[ModelResponse | str]"]
+
+
+@dataclass(frozen=True)
+class FunctionModel:
+    """A model whose every response is decided by `fn(messages, info)` (sync or async).
+
+    `fn` returns a `ModelResponse`, or a `str` for a final text answer.
+    """
+
+    fn: ModelFunction
+    """The function that answers."""
+    model_name: str | None = None
+    """Defaults to `function:<module>.<qualname>` of `fn`."""
+    usage: Usage = field(default_factory=lambda: Usage(requests=1, input_tokens=10, output_tokens=5))
+    """Usage reported for a response that does not carry its own."""
+
+    @property
+    def name(self) -> str:
+        if self.model_name:
+            return self.model_name
+        return f"function:{self.fn.__module__}.{self.fn.__qualname__}"
+
+    async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
+        result = self.fn(messages, info)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, str):
+            return ModelResponse(
+                parts=[TextPart(content=result)], usage=self.usage,
+                model_name=self.name, finish_reason="stop",
+            )
+        if result.usage == Usage():
+            result = result.model_copy(update={"usage": self.usage})
+        if result.model_name is None:
+            result = result.model_copy(update={"model_name": self.name})
+        return result
+
+
+def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:
+    """The model a run selected by `name`: registered first, then built-in names."""
+    if name in registry:
+        return registry[name]
+    if name == "test":
+        return TestModel()
+    if name.startswith("function:") and name.count(":") == 2:
+        _, module, attr = name.split(":")
+        target: Any = getattr(importlib.import_module(module), attr)
+        if isinstance(target, Model):
+            return target
+        if callable(target):
+            return FunctionModel(target, model_name=name)
+    raise ConfigurationError(
+        f"unknown model {name!r}: register it with TowlinePlugin(models={{...}})"
+    )

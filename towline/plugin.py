@@ -1,0 +1,108 @@
+"""`TowlinePlugin`: everything a client or worker needs to run towline agents.
+
+Pass it to `Client.connect(plugins=[...])` (workers built from that client get
+it too) or to `Worker(..., plugins=[...])`. It registers `AgentRun`, the model
+activity, one activity per tool, the pydantic data converter, the sandbox
+passthrough for towline and its dependencies, and the run failure types; when
+a worker starts it registers the towline search attributes (idempotently).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from towline.activities import ModelActivities, make_tool_activity, search_attributes
+from towline.agent import Agent, register_agents
+from towline.errors import ConfigurationError, RunFailure
+from towline.models import Model
+from towline.registration import register_search_attributes
+from towline.tools import Tool
+from towline.workflows import AgentRun
+
+__all__ = ["TowlinePlugin", "PASSTHROUGH_MODULES"]
+
+_log = logging.getLogger("towline")
+
+PASSTHROUGH_MODULES = (
+    "towline", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
+    "typing_inspection", "google.protobuf",
+)
+
+
+def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    base = existing if isinstance(existing, SandboxedWorkflowRunner) else None
+    restrictions = base.restrictions if base else SandboxRestrictions.default
+    return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
+
+def _converter(existing: DataConverter | None) -> DataConverter:
+    return pydantic_data_converter
+
+
+class TowlinePlugin(SimplePlugin):
+    """Registers towline's workflow, activities and converter for a set of agents."""
+
+    def __init__(self, agents: Sequence[Agent] = (), models: Mapping[str, Model] | None = None) -> None:
+        self.agents = [a for agent in agents for a in agent.all_agents()]
+        self.models = self._model_registry(models or {})
+        self.tools = self._tool_registry()
+        activities: list[Callable[..., Any]] = [
+            ModelActivities(self.models).model_request,
+            search_attributes,
+            *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
+        ]
+        super().__init__(
+            "towline.TowlinePlugin",
+            data_converter=_converter,
+            workflows=[AgentRun],
+            activities=activities,
+            workflow_runner=_runner,
+            workflow_failure_exception_types=[RunFailure],
+        )
+        register_agents(self.agents)
+
+    def _model_registry(self, models: Mapping[str, Model]) -> dict[str, Model]:
+        registry = dict(models)
+        for agent in self.agents:
+            if isinstance(agent.model, str):
+                continue
+            name = agent.model.name
+            if name in registry and registry[name] is not agent.model and registry[name] != agent.model:
+                raise ConfigurationError(f"two different models are named {name!r}; name them apart")
+            registry[name] = agent.model
+        return registry
+
+    def _tool_registry(self) -> dict[str, Tool]:
+        tools: dict[str, Tool] = {}
+        for agent in self.agents:
+            for tool in agent.inventory.values():
+                known = tools.get(tool.name)
+                if known is not None and known.function is not tool.function:
+                    raise ConfigurationError(
+                        f"two different tools are named {tool.name!r} (activity {tool.activity_name})"
+                    )
+                tools[tool.name] = tool
+        return tools
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Also make the agents resolvable on this worker's task queue."""
+        register_agents(self.agents, config.get("task_queue"))
+        return super().configure_worker(config)
+
+    async def run_worker(
+        self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
+    ) -> None:
+        """Register the search attributes (idempotently) before the worker polls."""
+        try:
+            await register_search_attributes(worker.client, worker.client.namespace)
+        except Exception as e:  # e.g. a namespace that forbids operator calls
+            _log.warning("towline search attributes not registered: %s", e)
+        await super().run_worker(worker, next)

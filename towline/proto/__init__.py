@@ -1,0 +1,1 @@
+"""Protobuf sources and generated code for towline's persisted formats."""

@@ -1,0 +1,1 @@
+"""Protobuf package ``towline`` (import path mirrors the proto package)."""

@@ -1,0 +1,133 @@
+"""Idempotent registration of towline's search attributes in a Temporal namespace.
+
+A workflow that upserts an unregistered search attribute fails its workflow task
+over and over, so workers, the embedded dev server and the tests register
+``towline.search_attributes.ALL_KEYS`` before any run starts. Registration is
+safe to repeat and to race: keys already present are skipped, and an
+``ALREADY_EXISTS`` answer from a concurrent registrant is tolerated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import temporalio.client
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
+
+from towline.search_attributes import ALL_KEYS
+
+__all__ = [
+    "SearchAttributeTypeConflict",
+    "register_search_attributes",
+    "registered_search_attributes",
+]
+
+_Key = SearchAttributeKey[str] | SearchAttributeKey[int]
+
+
+class SearchAttributeTypeConflict(RuntimeError):
+    """A towline search attribute name is registered with a different type.
+
+    Upserts of that attribute would be rejected, so this is reported loudly rather
+    than skipped: an operator has to remove or rename the conflicting attribute.
+    """
+
+
+def _expected_types(keys: Iterable[_Key]) -> dict[str, IndexedValueType.ValueType]:
+    """Map each key's name to the protobuf indexed value type the server reports."""
+    return {key.name: IndexedValueType.ValueType(int(key.indexed_value_type)) for key in keys}
+
+
+async def _list_custom(
+    client: temporalio.client.Client, namespace: str
+) -> Mapping[str, IndexedValueType.ValueType]:
+    """The custom search attributes currently registered in ``namespace``, by name."""
+    response = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace), retry=True
+    )
+    return dict(response.custom_attributes)
+
+
+def _check_conflicts(
+    present: Mapping[str, IndexedValueType.ValueType],
+    expected: Mapping[str, IndexedValueType.ValueType],
+) -> None:
+    """Raise ``SearchAttributeTypeConflict`` if any expected name exists with another type."""
+    for name, wanted in expected.items():
+        have = present.get(name)
+        if have is not None and have != wanted:
+            raise SearchAttributeTypeConflict(
+                f"search attribute {name!r} is registered as {IndexedValueType.Name(have)}, "
+                f"towline needs {IndexedValueType.Name(wanted)}"
+            )
+
+
+async def _add(
+    client: temporalio.client.Client,
+    namespace: str,
+    attributes: Mapping[str, IndexedValueType.ValueType],
+) -> bool:
+    """Add ``attributes``; return False if the server says some already exist (a race)."""
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(search_attributes=attributes, namespace=namespace),
+            retry=True,
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.ALREADY_EXISTS:
+            return False
+        raise
+    return True
+
+
+async def register_search_attributes(
+    client: temporalio.client.Client, namespace: str | None = None
+) -> None:
+    """Register every key of ``towline.search_attributes.ALL_KEYS`` in ``namespace``.
+
+    ``namespace`` defaults to the client's namespace. Keys already registered with the
+    right type are left alone, so calling this on every worker start is cheap and
+    idempotent. Raises ``SearchAttributeTypeConflict`` if a name is taken by another type,
+    and ``temporalio.service.RPCError`` for other server errors (e.g. permission denied).
+    """
+    ns = namespace if namespace is not None else client.namespace
+    expected = _expected_types(ALL_KEYS)
+    present = await _list_custom(client, ns)
+    _check_conflicts(present, expected)
+    missing = {name: kind for name, kind in expected.items() if name not in present}
+    if not missing:
+        return
+    if await _add(client, ns, missing):
+        return
+    # Someone registered part of the batch concurrently: add what is still missing one
+    # at a time, each tolerating ALREADY_EXISTS, then confirm the end state.
+    present = await _list_custom(client, ns)
+    _check_conflicts(present, expected)
+    for name, kind in expected.items():
+        if name not in present:
+            await _add(client, ns, {name: kind})
+    present = await _list_custom(client, ns)
+    _check_conflicts(present, expected)
+    still_missing = sorted(name for name in expected if name not in present)
+    if still_missing:
+        raise RuntimeError(f"search attributes not registered in {ns!r}: {still_missing}")
+
+
+async def registered_search_attributes(
+    client: temporalio.client.Client, namespace: str | None = None
+) -> frozenset[str]:
+    """Names of the towline search attributes registered (with the right type) in ``namespace``.
+
+    The workflow upserts only these keys, so a namespace where registration was not
+    possible still runs agents, just without those attributes.
+    """
+    ns = namespace if namespace is not None else client.namespace
+    expected = _expected_types(ALL_KEYS)
+    present = await _list_custom(client, ns)
+    return frozenset(name for name, kind in expected.items() if present.get(name) == kind)

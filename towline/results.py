@@ -1,0 +1,114 @@
+"""What a run takes and gives: `RunInput`, `RunResult`, `PartialRun`, `Counters`.
+
+`RunInput` is plain JSON so that a run can be started from the `temporal` CLI or
+the Temporal UI as well as from Python.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from towline.messages import Message, Usage
+from towline.options import Limits
+
+__all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "LEDGER_SCHEMA_VERSION"]
+
+LEDGER_SCHEMA_VERSION = 1
+
+
+class Counters(BaseModel):
+    """The confirmed, runtime-owned counters of a run (the ledger, `towline.v1.RunCounters`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_retries: dict[str, int] = Field(default_factory=dict)
+    """Per tool name: consecutive failures, reset when that tool succeeds."""
+    output_retries_used: int = 0
+    """Invalid outputs the model has been asked to correct."""
+    run_step: int = 0
+    """The number of the last model request made (turn), from 1."""
+    tool_calls: int = 0
+    """Tool executions started."""
+    max_steps: int = 0
+    """The run's `max_steps` limit."""
+    output_retries: int = 0
+    """The run's `output_retries` limit."""
+    requests: int = 0
+    """Model activity calls made (a wrapper may make several per step)."""
+    input_tokens: int = 0
+    """Input tokens, hooks' `llm_usage` included."""
+    output_tokens: int = 0
+    """Output tokens, hooks' `llm_usage` included."""
+    schema_version: int = LEDGER_SCHEMA_VERSION
+    """Version of this record's schema; older histories are read as written."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+class ResumeState(BaseModel):
+    """Everything a run carries across continue-as-new, exactly."""
+
+    messages: list[Message]
+    state: dict[str, Any]
+    counters: Counters
+    usage: Usage
+    pending_approvals: dict[str, Any] = Field(default_factory=dict)
+    root_run_id: str
+    inbox: list[str] = Field(default_factory=list)
+
+
+class RunInput(BaseModel):
+    """The input of the `AgentRun` workflow."""
+
+    agent: str
+    """The registered agent's name."""
+    prompt: str | None = None
+    """The user prompt that starts the run."""
+    message_history: list[Message] | None = None
+    """Earlier conversation to continue from."""
+    limits: Limits | None = None
+    """Overrides the agent's limits for this run."""
+    context: dict[str, Any] | None = None
+    """Initial values for contributed state keys (and free-form context for tools)."""
+    allowed_tools: list[str] | None = None
+    """Ancestor authority: a sub-agent run may execute only these tools."""
+    session: bool = False
+    """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
+    session_timeout: timedelta = timedelta(hours=1)
+    """How long a session waits for the next message before completing."""
+    resume: ResumeState | None = None
+    """Set by the runtime on continue-as-new; never by users."""
+
+
+class PartialRun(BaseModel):
+    """What a failed run had done: carried in the failure's details."""
+
+    messages: list[Message] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    counters: Counters = Field(default_factory=Counters)
+    state: dict[str, Any] = Field(default_factory=dict)
+    request_count: int = 0
+    run_id: str = ""
+
+
+class RunResult(BaseModel):
+    """The result of a successful run."""
+
+    output: Any
+    """The final output: text, or the validated `output_type` value as JSON."""
+    messages: list[Message]
+    """The canonical history."""
+    usage: Usage
+    """Total usage (model calls and hooks' `llm_usage`)."""
+    counters: Counters
+    """The final ledger."""
+    state: dict[str, Any] = Field(default_factory=dict)
+    """Contributed state keys."""
+    run_id: str = ""
+    """The workflow id."""

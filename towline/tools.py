@@ -1,0 +1,213 @@
+"""Tools: functions the model may call, each executed as its own activity.
+
+`Tool` holds the definition (name, description, JSON schema derived from the
+function signature with pydantic), the retry budget the model gets for it, and
+how Temporal runs it (timeouts, retry policy, the `idempotent` flag). The
+prepared argument validator lives on the `Tool` and is used by the workflow;
+hooks only ever see and select `ToolDefinition` values, so no hook can loosen
+a schema.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, cast, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from temporalio.common import RetryPolicy
+
+from towline.messages import ToolCallPart, ToolReturnPart, Usage
+
+__all__ = [
+    "Tool",
+    "tool",
+    "ToolDefinition",
+    "ToolContext",
+    "ToolCall",
+    "ToolReturn",
+    "ToolFunc",
+    "ToolResult",
+]
+
+ToolCall = ToolCallPart
+"""A tool call as hooks see it (`tool_name`, `args`, `tool_call_id`, `kind`, `metadata`)."""
+ToolReturn = ToolReturnPart
+"""A tool's return record as hooks see it (`content`, `status`)."""
+
+ToolFunc = Callable[..., Any]
+
+
+class ToolResult(BaseModel):
+    """What a tool may return to report usage besides its content (e.g. a sub-agent run)."""
+
+    content: Any = None
+    """What the model is given."""
+    usage: Usage = Field(default_factory=Usage)
+    """Model usage the tool incurred; folded into the run's usage and ledger."""
+
+
+class ToolDefinition(BaseModel):
+    """What a model is offered for one tool; hooks select and edit these."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The tool's name, unique in an agent's inventory."""
+    description: str = ""
+    """Shown to the model."""
+    parameters_json_schema: dict[str, Any] = Field(default_factory=dict)
+    """JSON schema of the arguments object."""
+    max_retries: int = 1
+    """Consecutive failures (retry requests, invalid arguments) the model is allowed."""
+    kind: str = "function"
+    """`function` for tools, `output` for the structured-output tool."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form metadata; copied onto calls of this tool."""
+
+
+class ToolContext(BaseModel):
+    """Handed to a tool (as its first parameter, if annotated) and to tool hooks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    """The workflow id of the run (stable across continue-as-new)."""
+    agent: str
+    """The agent's name."""
+    run_step: int
+    """The model request that produced this call, from 1."""
+    tool_name: str
+    """The called tool."""
+    tool_call_id: str
+    """The call's id."""
+    retry: int = 0
+    """Consecutive failures of this tool so far in the run."""
+    idempotency_key: str = ""
+    """Stable across activity retries and worker crashes: `<run_id>/<tool_call_id>`."""
+    state: dict[str, Any] = Field(default_factory=dict)
+    """A copy of the run's contributed state at the time of the call."""
+
+
+def _no_ctx_params(fn: ToolFunc) -> tuple[list[inspect.Parameter], bool]:
+    params = list(inspect.signature(fn).parameters.values())
+    hints = get_type_hints(fn)
+    takes_ctx = bool(params) and hints.get(params[0].name) is ToolContext
+    return (params[1:] if takes_ctx else params), takes_ctx
+
+
+def _args_model(name: str, fn: ToolFunc) -> tuple[type[BaseModel], bool]:
+    params, takes_ctx = _no_ctx_params(fn)
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for p in params:
+        annotation = hints.get(p.name, Any)
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (annotation, default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return cast(type[BaseModel], model), takes_ctx
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool in an agent's inventory; build one with `@tool` or `Tool.from_function`."""
+
+    name: str
+    """Unique within an agent; also names the activity `towline.tool.<name>`."""
+    function: ToolFunc = field(repr=False)
+    """The sync or async function run by the activity."""
+    description: str = ""
+    """Shown to the model (defaults to the function's docstring)."""
+    max_retries: int = 1
+    """Consecutive failures the model is allowed before `ToolRetriesExhausted`."""
+    kind: str = "function"
+    """Copied onto the definition and every call of this tool."""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: {})
+    """Copied onto the definition and every call of this tool."""
+    idempotent: bool = False
+    """Safe to run twice: Temporal retries it; otherwise an uncertain effect fails the run."""
+    start_to_close_timeout: timedelta = timedelta(minutes=5)
+    """How long one attempt may take."""
+    heartbeat_timeout: timedelta | None = None
+    """Set for long tools that heartbeat."""
+    retry_policy: RetryPolicy | None = None
+    """Overrides the default (one attempt, or five for an idempotent tool)."""
+    args_model: type[BaseModel] = field(default=BaseModel, repr=False)
+    """The prepared validator of the arguments (derived from the signature)."""
+    takes_ctx: bool = False
+    """Whether the function's first parameter is a `ToolContext`."""
+    in_workflow: bool = False
+    """Run the (async, deterministic) function as workflow code instead of an activity.
+
+    For tools that orchestrate durable work themselves, such as a sub-agent's
+    child workflow. The function must follow workflow determinism rules.
+    """
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "a").replace("-", "a").isalnum():
+            raise ValueError(f"tool name {self.name!r} must be alphanumeric, '_' or '-'")
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.args_model is BaseModel:
+            model, takes_ctx = _args_model(self.name, self.function)
+            object.__setattr__(self, "args_model", model)
+            object.__setattr__(self, "takes_ctx", takes_ctx)
+
+    @classmethod
+    def from_function(cls, function: ToolFunc, **options: Any) -> Tool:
+        """Build a tool; `options` are any other field of `Tool`."""
+        name = options.pop("name", None) or function.__name__
+        description = options.pop("description", None)
+        if description is None:
+            description = inspect.cleandoc(function.__doc__ or "")
+        return cls(name=name, function=function, description=description, **options)
+
+    @property
+    def activity_name(self) -> str:
+        """The Temporal activity type that runs this tool."""
+        return f"towline.tool.{self.name}"
+
+    def definition(self) -> ToolDefinition:
+        """The definition offered to models and hooks."""
+        return ToolDefinition(
+            name=self.name,
+            description=self.description,
+            parameters_json_schema=self.args_model.model_json_schema(),
+            max_retries=self.max_retries,
+            kind=self.kind,
+            metadata=dict(self.metadata),
+        )
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate arguments against the schema; returns their JSON form.
+
+        Raises `pydantic.ValidationError` for invalid arguments.
+        """
+        return self.args_model.model_validate(dict(args)).model_dump(mode="json")
+
+    def effective_retry_policy(self) -> RetryPolicy:
+        """The retry policy of this tool's activity."""
+        if self.retry_policy is not None:
+            return self.retry_policy
+        return RetryPolicy(maximum_attempts=5 if self.idempotent else 1)
+
+
+@overload
+def tool(function: ToolFunc, /) -> Tool: ...
+@overload
+def tool(
+    function: None = None, /, **options: Any
+) -> Callable[[ToolFunc], Tool]: ...
+def tool(function: ToolFunc | None = None, /, **options: Any) -> Tool | Callable[[ToolFunc], Tool]:
+    """Decorator: `@tool` or `@tool(max_retries=3, idempotent=True, ...)`."""
+    if function is not None:
+        return Tool.from_function(function, **options)
+
+    def wrap(fn: ToolFunc) -> Tool:
+        return Tool.from_function(fn, **options)
+
+    return wrap

@@ -1,0 +1,16 @@
+"""Workflow side: the `AgentRun` workflow and its deterministic turn engine."""
+
+from .agent_run import AgentRun, ApprovalDecision, SendInput
+from .model_call import call_model
+
+__all__ = ["AgentRun", "ApprovalDecision", "SendInput", "call_model", "current_run"]
+
+
+def current_run() -> AgentRun:
+    """The `AgentRun` executing the calling hook (hooks run as workflow code)."""
+    from temporalio import workflow
+
+    instance = workflow.instance()
+    if not isinstance(instance, AgentRun):
+        raise RuntimeError("not inside an AgentRun workflow")
+    return instance

@@ -1,0 +1,361 @@
+"""The `AgentRun` workflow: a durable agent run.
+
+Each turn (`turn.run_turn`) makes one model request through the hooks; the
+admitted tool calls then execute as activities (`tool_exec`). The run ends with
+a final output, or fails with a non-retryable `RunFailure` whose details carry
+the partial run. Queries `state`/`messages`, updates `approve`/`reject`/`send`
+and the signal `cancel` make it inspectable and steerable while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+
+from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
+from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
+from towline.errors import (
+    InternalError,
+    MaxStepsExceeded,
+    OutputRetriesExhausted,
+    RunCancelled,
+    RunFailure,
+    UnknownAgent,
+    UsageLimitExceeded,
+)
+from towline.ledger import MEMO_KEY, to_proto
+from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart, UserPart
+from towline.results import Counters, ResumeState, RunInput, RunResult
+from towline.tools import ToolCall, ToolContext
+
+from .hooks import schema_defaults
+from .run import Run
+from .tool_exec import run_tool_calls
+from .turn import TurnOutcome, run_turn
+
+__all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
+
+
+class ApprovalDecision(BaseModel):
+    """The argument of the `approve` and `reject` updates."""
+
+    call_id: str
+    """The tool call waiting for a decision."""
+    reason: str | None = None
+    """Told to the model on rejection; recorded either way."""
+
+
+class SendInput(BaseModel):
+    """The argument of the `send` update: the next user message."""
+
+    content: str
+
+
+_FINAL = object()
+
+
+@workflow.defn(name="AgentRun")
+class AgentRun:
+    """Runs one agent to a final output (see DESIGN.md for every invariant)."""
+
+    def __init__(self) -> None:
+        self._run: Run | None = None
+        self._inbox: list[str] = []
+        self._cancelled = False
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._approved: set[str] = set()
+        self._answers: list[tuple[int, Any]] = []
+        self._consumed = 0
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunResult:
+        agent = lookup_agent(inp.agent, workflow.info().task_queue)
+        if agent is None:
+            raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker")
+        run = self._run = self._start(agent, inp)
+        run.registered_attributes = await self._registered_attributes()
+        run.confirm()
+        try:
+            output = await self._loop(run, inp)
+        except RunFailure as failure:
+            raise self._fail(run, failure) from None
+        except ValidationError as e:
+            raise self._fail(run, InternalError(f"invalid value: {e}")) from None
+        run.confirm("succeeded")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return RunResult(
+            output=output, messages=run.messages, usage=run.usage, counters=run.counters,
+            state=run.state, run_id=run.run_id,
+        )
+
+    def _start(self, agent: Agent, inp: RunInput) -> Run:
+        limits = inp.limits or agent.limits
+        info = workflow.info()
+        if inp.resume is not None:
+            r = inp.resume
+            self._inbox = list(r.inbox)
+            run = Run(agent=agent, run_id=r.root_run_id, limits=limits, messages=list(r.messages),
+                      state=dict(r.state), counters=r.counters, usage=r.usage,
+                      pending_approvals=dict(r.pending_approvals))
+        else:
+            state = schema_defaults(agent.state_schema)
+            state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
+            counters = Counters(max_steps=limits.max_steps, output_retries=limits.output_retries)
+            run = Run(agent=agent, run_id=info.workflow_id, limits=limits, messages=[],
+                      state=state, counters=counters)
+            for m in inp.message_history or []:
+                run.append(m)
+            if inp.prompt is not None:
+                run.append(ModelRequest(parts=[UserPart(content=inp.prompt)]))
+        if inp.allowed_tools is not None:
+            run.allowed_tools = frozenset(inp.allowed_tools)
+        return run
+
+    async def _registered_attributes(self) -> frozenset[str]:
+        try:
+            names: list[str] = await workflow.execute_local_activity(
+                SEARCH_ATTRIBUTES_ACTIVITY, result_type=list[str],
+                start_to_close_timeout=timedelta(seconds=30),
+            )
+        except Exception:  # no registry access: the run goes on without search attributes
+            return frozenset()
+        return frozenset(names)
+
+    def _fail(self, run: Run, failure: RunFailure) -> RunFailure:
+        run.close_unpaired(f"not executed: the run failed ({type(failure).__name__})")
+        run.pending_approvals.clear()
+        run.confirm("failed")
+        return failure.with_partial(run.fitted_partial())
+
+    async def _loop(self, run: Run, inp: RunInput) -> Any:
+        while True:
+            self._check_cancelled()
+            self._drain_inbox(run)
+            limits = run.limits
+            if run.counters.run_step >= limits.max_steps:
+                raise MaxStepsExceeded(
+                    f"max_steps {limits.max_steps} reached after {run.counters.run_step} requests"
+                )
+            if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
+                raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
+            if workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new(run, inp)
+            outcome = await run_turn(run, run.counters.run_step + 1)
+            total = limits.total_tokens_limit
+            if total is not None and run.counters.total_tokens > total:
+                raise UsageLimitExceeded(
+                    f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
+                )
+            output = await self._route(run, outcome)
+            if output is _FINAL:
+                continue
+            self._answers.append((self._consumed, output))
+            if not self._inbox and not await self._next_session_message(run, inp):
+                return output
+
+    async def _route(self, run: Run, outcome: TurnOutcome) -> Any:
+        """Tools, output or another turn; returns the final output or `_FINAL` to go on."""
+        response, jump = outcome.response, outcome.jump
+        calls = response.tool_calls
+        output_calls = [c for c in calls if c.tool_name == OUTPUT_TOOL_NAME and outcome.output_tools]
+        function_calls = [c for c in calls if c not in output_calls]
+        if jump in ("end", "model") or (jump == "tools" and not function_calls):
+            run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
+            run.confirm()
+            return _FINAL if jump == "model" else (response.text or None)
+        if output_calls and jump != "tools":
+            return self._structured_output(run, response, output_calls)
+        if function_calls:
+            await run_tool_calls(run, run.agent.capabilities, function_calls, outcome.executable,
+                                 run.counters.run_step, truncated=response.finish_reason == "length")
+            return _FINAL
+        return self._text_output(run, response)
+
+    def _structured_output(self, run: Run, response: ModelResponse, output_calls: list[ToolCall]) -> Any:
+        adapter = run.agent.output_adapter
+        assert adapter is not None
+        call = output_calls[0]
+        try:
+            args = call.args["response"] if run.agent.output_wrapped else call.args
+            value = adapter.validate_python(args)
+        except (ValidationError, KeyError) as e:
+            self._output_retry(run, f"invalid output: {e}", call)
+            return _FINAL
+        run.append(ModelRequest(parts=[ToolReturnPart(
+            tool_name=call.tool_name, tool_call_id=call.tool_call_id,
+            content="final result accepted", status="succeeded")]))
+        run.close_unpaired("not executed: the final result ended the run")
+        return adapter.dump_python(value, mode="json")
+
+    def _text_output(self, run: Run, response: ModelResponse) -> Any:
+        adapter = run.agent.output_adapter
+        text = response.text
+        if adapter is None:
+            if text:
+                return text
+            self._output_retry(run, "the response was empty; answer with text")
+            return _FINAL
+        try:
+            value = adapter.validate_json(text)
+        except ValidationError as e:
+            self._output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
+            return _FINAL
+        return adapter.dump_python(value, mode="json")
+
+    def _output_retry(self, run: Run, message: str, call: ToolCall | None = None) -> None:
+        used = run.counters.output_retries_used + 1
+        run.bump(output_retries_used=used)
+        if call is not None:
+            run.append(ModelRequest(parts=[ToolReturnPart(
+                tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=message,
+                status="validation_error")]))
+            run.close_unpaired("not executed: the output was invalid")
+        else:
+            run.append(ModelRequest(parts=[RetryPart(content=message)]))
+        run.confirm()
+        if used > run.limits.output_retries:
+            raise OutputRetriesExhausted(
+                f"output invalid {used} times (output_retries {run.limits.output_retries}): {message}"
+            )
+
+    async def _next_session_message(self, run: Run, inp: RunInput) -> bool:
+        """In a session, wait for the next `send`; False when the session ends."""
+        if not inp.session:
+            return False
+        run.confirm("waiting")
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._cancelled, timeout=inp.session_timeout
+            )
+        except asyncio.TimeoutError:
+            return False
+        if self._cancelled:
+            return False
+        run.confirm("running")
+        return True
+
+    def _drain_inbox(self, run: Run) -> None:
+        while self._inbox:
+            run.append(ModelRequest(parts=[UserPart(content=self._inbox.pop(0))]))
+            self._consumed += 1
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled:
+            raise RunCancelled("the run was cancelled")
+
+    async def _continue_as_new(self, run: Run, inp: RunInput) -> None:
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        resume = ResumeState(
+            messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
+            pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
+        )
+        workflow.continue_as_new(
+            inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None}),
+            memo={MEMO_KEY: to_proto(run.counters)},
+        )
+
+    # --- approvals (used by the ToolApproval capability) -------------------------------
+
+    async def request_approval(
+        self, ctx: ToolContext, call: ToolCall, timeout: timedelta | None
+    ) -> ApprovalDecision | None:
+        """Wait durably for a decision on `call`; None means rejected by timeout."""
+        run = self._require_run()
+        call_id = call.tool_call_id
+        run.pending_approvals[call_id] = {
+            "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
+        }
+        run.confirm("waiting")
+        try:
+            await workflow.wait_condition(
+                lambda: call_id in self._decisions or self._cancelled, timeout=timeout
+            )
+        except asyncio.TimeoutError:
+            self._decisions[call_id] = ApprovalDecision(call_id=call_id, reason="approval timed out")
+            return self._settle(run, call_id, None)
+        self._check_cancelled()
+        return self._settle(run, call_id, self._decisions[call_id])
+
+    def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:
+        run.pending_approvals.pop(call_id, None)
+        run.confirm("waiting" if run.pending_approvals else "running")
+        return decision
+
+    def _require_run(self) -> Run:
+        if self._run is None:
+            raise InternalError("the run has not started")
+        return self._run
+
+    @workflow.update
+    async def approve(self, decision: ApprovalDecision) -> str:
+        """Approve a waiting tool call."""
+        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "approved"})
+        self._approved.add(decision.call_id)
+        return "approved"
+
+    @workflow.update
+    async def reject(self, decision: ApprovalDecision) -> str:
+        """Reject a waiting tool call (recorded `denied`; the model is told)."""
+        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "rejected"})
+        return "rejected"
+
+    @approve.validator
+    def _validate_approve(self, decision: ApprovalDecision) -> None:
+        self._validate_decision(decision)
+
+    @reject.validator
+    def _validate_reject(self, decision: ApprovalDecision) -> None:
+        self._validate_decision(decision)
+
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        if decision.call_id in self._decisions:
+            raise ValueError(f"tool call {decision.call_id!r} was already decided")
+        if self._run is None or decision.call_id not in self._run.pending_approvals:
+            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")
+
+    def is_approved(self, call_id: str) -> bool:
+        """Whether the decision on `call_id` was an approval."""
+        return call_id in self._approved
+
+    # --- multi-turn, queries, cancel ------------------------------------------------------
+
+    @workflow.update
+    async def send(self, message: SendInput) -> Any:
+        """Queue the next user message; returns the answer the run gives to it."""
+        self._inbox.append(message.content)
+        target = self._consumed + len(self._inbox)
+        await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
+        return next(out for n, out in self._answers if n >= target)
+
+    @send.validator
+    def _validate_send(self, message: SendInput) -> None:
+        if not message.content.strip():
+            raise ValueError("empty message")
+
+    @workflow.signal
+    def cancel(self) -> None:
+        """Cancel the run at its next step boundary (or while it waits)."""
+        self._cancelled = True
+
+    @workflow.query
+    def state(self) -> dict[str, Any]:
+        """Counters, status, pending approvals, contributed state and usage."""
+        run = self._run
+        if run is None:
+            return {"status": "starting"}
+        return {
+            "agent": run.agent.name, "status": run.status,
+            "counters": run.counters.model_dump(mode="json"),
+            "usage": run.usage.model_dump(mode="json"),
+            "pending_approvals": run.pending_approvals,
+            "state": run.state,
+        }
+
+    @workflow.query
+    def messages(self) -> list[ModelRequest | ModelResponse]:
+        """The canonical history so far."""
+        return list(self._run.messages) if self._run else []

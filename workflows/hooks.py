@@ -1,0 +1,200 @@
+"""Calling hooks inside a run: enforcement for model hooks, accumulation for middleware.
+
+Model hooks (`before_model_request`, `after_model_request`) get the state and
+must return a state. After every callback the six runtime-owned counters are
+restored from the confirmed values; a result that is not a state, lacks
+fields, or replaces an internal field fails the run with `CapabilityViolation`.
+
+Middleware updates accumulate over a turn: `messages` instructions apply in
+order, `llm_usage` is summed, other keys are last-write-wins, and a custom
+reducer is applied once, at commit.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from towline.capabilities.base import CapabilityLike, cap_name, hook_of
+from towline.capabilities.state import (
+    INTERNAL,
+    RUNTIME_OWNED,
+    AgentView,
+    ModelRequestParams,
+    ModelRequestState,
+)
+from towline.errors import CapabilityViolation, RunFailure
+from towline.messages import Message, ModelRequest, ModelResponse, Remove, RemoveAll, Usage
+from towline.options import ModelSettings
+
+__all__ = ["maybe_await", "run_model_hooks", "TurnUpdate", "apply_reducers", "JUMPS"]
+
+JUMPS = ("model", "tools", "end")
+
+
+async def maybe_await(value: Any) -> Any:
+    """Await `value` if it is awaitable (hooks may be sync or async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _check_state(result: Any, confirmed: ModelRequestState, where: str) -> ModelRequestState:
+    if not isinstance(result, ModelRequestState):
+        raise CapabilityViolation(f"{where} returned {type(result).__name__}, not a ModelRequestState")
+    missing = [f for f in ModelRequestState.model_fields if f not in result.__dict__]
+    if missing:
+        raise CapabilityViolation(f"{where} returned a state without {', '.join(missing)}")
+    if not isinstance(result.agent, AgentView):
+        raise CapabilityViolation(f"{where} returned a state whose agent was removed or replaced")
+    for name in INTERNAL:
+        if name == "validators":
+            same = result.validators is confirmed.validators
+        else:
+            same = getattr(result, name) == getattr(confirmed, name)
+        if not same:
+            raise CapabilityViolation(f"{where} replaced the internal field {name!r}")
+    checks: dict[str, type | tuple[type, ...]] = {
+        "model": str, "settings": ModelSettings, "params": ModelRequestParams,
+        "request_messages": list,
+    }
+    for name, kind in checks.items():
+        if not isinstance(getattr(result, name), kind):
+            raise CapabilityViolation(f"{where} set {name!r} to an invalid value")
+    if not all(isinstance(m, ModelRequest | ModelResponse) for m in result.request_messages):
+        raise CapabilityViolation(f"{where} put a non-message in request_messages")
+    if result.response is not None and not isinstance(result.response, ModelResponse):
+        raise CapabilityViolation(f"{where} set 'response' to an invalid value")
+    if confirmed.response is not None and result.response is None:
+        raise CapabilityViolation(f"{where} removed the response")
+    return result
+
+
+def restore(result: ModelRequestState, confirmed: ModelRequestState) -> ModelRequestState:
+    """`result` with the confirmed runtime-owned values put back (writes to them are ignored)."""
+    update: dict[str, Any] = {name: getattr(confirmed, name) for name in RUNTIME_OWNED}
+    update["messages"] = confirmed.messages
+    update["state"] = confirmed.state
+    update["agent"] = result.agent.model_copy(
+        update={"output_retries": confirmed.agent.output_retries, "name": confirmed.agent.name}
+    )
+    return result.model_copy(update=update)
+
+
+async def run_model_hooks(
+    caps: Sequence[CapabilityLike], hook: str, state: ModelRequestState
+) -> ModelRequestState:
+    """Apply `hook` of every capability in order, enforcing the run's invariants."""
+    confirmed = state
+    for cap in caps:
+        fn = hook_of(cap, hook)
+        if fn is None:
+            continue
+        where = f"{cap_name(cap)}.{hook}"
+        try:
+            result = await maybe_await(fn(state))
+        except RunFailure:
+            raise
+        except Exception as e:
+            raise CapabilityViolation(f"{where} raised {type(e).__name__}: {e}") from e
+        state = restore(_check_state(result, confirmed, where), confirmed)
+    return state
+
+
+class TurnUpdate:
+    """The accumulated middleware update of one turn."""
+
+    def __init__(
+        self,
+        messages: list[Message],
+        state: Mapping[str, Any],
+        schema: Mapping[str, Any],
+        new_id: Callable[[], str],
+    ) -> None:
+        self.messages = list(messages)
+        self.base = dict(state)
+        self.schema = schema
+        self.values: dict[str, Any] = {}
+        self.llm_usage = Usage()
+        self.jump: str | None = None
+        self._new_id = new_id
+
+    def view(self, **extra: Any) -> dict[str, Any]:
+        """The working state a middleware hook sees (a copy: mutating it changes nothing)."""
+        return {"messages": list(self.messages), **self.base, **self.values, **extra}
+
+    def working_state(self) -> dict[str, Any]:
+        """Contributed keys as the model sees them this turn (last writes, no reducers yet)."""
+        return {**self.base, **self.values}
+
+    def apply(self, update: Any, where: str, *, allow_jump: bool) -> None:
+        """Fold one hook's update in; invalid updates fail the run."""
+        if update is None:
+            return
+        if not isinstance(update, Mapping):
+            raise CapabilityViolation(f"{where} returned {type(update).__name__}, not an update mapping")
+        items: Mapping[Any, Any] = update
+        for key, value in items.items():
+            if key == "messages":
+                self._apply_messages(value, where)
+            elif key == "llm_usage":
+                try:
+                    usage = value if isinstance(value, Usage) else Usage.model_validate(value)
+                except ValidationError as e:
+                    raise CapabilityViolation(f"{where} returned invalid llm_usage: {e}") from e
+                self.llm_usage = self.llm_usage + usage
+            elif key == "jump_to":
+                if not allow_jump:
+                    raise CapabilityViolation(f"{where}: jump_to is only honoured in after_model")
+                if value is not None and value not in JUMPS:
+                    raise CapabilityViolation(f"{where}: jump_to must be one of {JUMPS}, not {value!r}")
+                self.jump = value
+            elif key in self.schema:
+                self.values[key] = value
+            else:
+                raise CapabilityViolation(f"{where} wrote {key!r}, which no state_schema declares")
+
+    def _apply_messages(self, value: Any, where: str) -> None:
+        instructions: list[Any] = list(value) if isinstance(value, list | tuple) else [value]
+        for item in instructions:
+            if isinstance(item, RemoveAll):
+                self.messages = []
+            elif isinstance(item, Remove):
+                self.messages = [m for m in self.messages if m.id != item.id]
+            elif isinstance(item, ModelRequest | ModelResponse):
+                self.messages.append(item if item.id else item.model_copy(update={"id": self._new_id()}))
+            else:
+                raise CapabilityViolation(f"{where} returned a non-message in 'messages': {item!r}")
+
+
+def apply_reducers(
+    committed: Mapping[str, Any], values: Mapping[str, Any], schema: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The committed state after a turn: each written key reduced once (or replaced)."""
+    out = dict(committed)
+    for key, value in values.items():
+        spec = schema.get(key)
+        if isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
+            reducer: Callable[[Any, Any], Any] = spec[1]
+            out[key] = reducer(committed.get(key), value)
+        else:
+            out[key] = value
+    return out
+
+
+def schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Initial values of contributed state keys."""
+    out: dict[str, Any] = {}
+    for key, spec in schema.items():
+        is_pair = isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])
+        out[key] = copy.deepcopy(spec[0] if is_pair else spec)
+    return out
+
+
+def where_of(cap: CapabilityLike, hook: str) -> str:
+    """`"<capability>.<hook>"`, as failures name it."""
+    return f"{cap_name(cap)}.{hook}"

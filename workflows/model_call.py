@@ -1,0 +1,58 @@
+"""Durable model calls from workflow code: the run's own, and hooks' (summarisers, critics).
+
+`call_model` schedules the `towline.model_request` activity. A hook that calls a
+model reports the usage under `llm_usage` itself; the run's own calls are
+counted by the runtime.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from towline.activities.io import ModelActivityInput
+from towline.activities.model_request import MODEL_ACTIVITY
+from towline.errors import ModelRequestFailed, PayloadTooLarge
+from towline.messages import Message, ModelResponse
+from towline.options import ModelSettings
+from towline.tools import ToolDefinition
+
+from .run import PAYLOAD_LIMIT
+
+__all__ = ["call_model"]
+
+
+async def call_model(
+    model: str,
+    messages: list[Message],
+    *,
+    tools: list[ToolDefinition] | None = None,
+    output_tools: list[ToolDefinition] | None = None,
+    settings: ModelSettings | None = None,
+    run_step: int = 0,
+    agent: str = "",
+    summary: str | None = None,
+    timeout: timedelta = timedelta(minutes=2),
+    retry_policy: RetryPolicy | None = None,
+) -> ModelResponse:
+    """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good."""
+    inp = ModelActivityInput(
+        model=model, messages=messages, tools=tools or [], output_tools=output_tools or [],
+        settings=settings or ModelSettings(), run_step=run_step, agent=agent,
+    )
+    size = workflow.payload_converter().to_payloads([inp])[0].ByteSize()
+    if size > PAYLOAD_LIMIT:
+        raise PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
+    try:
+        return await workflow.execute_activity(
+            MODEL_ACTIVITY, inp, result_type=ModelResponse,
+            start_to_close_timeout=timeout,
+            retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
+            summary=summary or f"{model} · step {run_step}",
+        )
+    except ActivityError as e:
+        cause = e.cause or e
+        raise ModelRequestFailed(f"model {model!r} failed: {cause}") from e

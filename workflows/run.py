@@ -1,0 +1,127 @@
+"""`Run`: the mutable, workflow-owned record of one run, and the ledger it keeps.
+
+Only the runtime writes here. Hooks see copies; what they return is checked
+before anything here changes. Every confirmed transition calls `confirm()`,
+which upserts the memo `towline.counters` and the search attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+
+from towline import search_attributes as sa
+from towline.agent import Agent
+from towline.ledger import MEMO_KEY, to_proto
+from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
+from towline.options import Limits
+from towline.results import Counters, PartialRun
+
+__all__ = ["Run", "PAYLOAD_LIMIT"]
+
+PAYLOAD_LIMIT = 2 * 1024 * 1024 - 128 * 1024
+"""Bytes a payload may have: Temporal's default 2 MiB blob limit, less headroom."""
+
+
+@dataclass
+class Run:
+    """The state of a run that only the runtime changes."""
+
+    agent: Agent
+    run_id: str
+    limits: Limits
+    messages: list[Message]
+    state: dict[str, Any]
+    counters: Counters
+    usage: Usage = field(default_factory=Usage)
+    status: str = "running"
+    allowed_tools: frozenset[str] | None = None
+    registered_attributes: frozenset[str] = frozenset()
+    pending_approvals: dict[str, dict[str, Any]] = field(default_factory=lambda: {})
+
+    def new_id(self) -> str:
+        """A fresh deterministic id (for messages and missing tool call ids)."""
+        return workflow.uuid4().hex[:16]
+
+    def bump(self, **changes: Any) -> None:
+        """Replace counters (confirmed values only)."""
+        self.counters = self.counters.model_copy(update=changes)
+
+    def add_usage(self, usage: Usage) -> None:
+        """Fold usage into the run's totals and the ledger's tokens."""
+        self.usage = self.usage + usage
+        self.bump(
+            input_tokens=self.counters.input_tokens + usage.input_tokens,
+            output_tokens=self.counters.output_tokens + usage.output_tokens,
+        )
+
+    def append(self, message: Message) -> Message:
+        """Append to the canonical history, giving the message an id if it has none."""
+        if not message.id:
+            message = message.model_copy(update={"id": self.new_id()})
+        self.messages.append(message)
+        return message
+
+    def confirm(self, status: str | None = None) -> None:
+        """A confirmed transition: upsert the ledger memo, search attributes and details."""
+        if status is not None:
+            self.status = status
+        workflow.upsert_memo({MEMO_KEY: to_proto(self.counters)})
+        values: list[tuple[SearchAttributeKey[Any], Any]] = [
+            (sa.AGENT, self.agent.name),
+            (sa.RUN_STEP, self.counters.run_step),
+            (sa.TOOL_CALLS, self.counters.tool_calls),
+            (sa.STATUS, self.status),
+            (sa.TOTAL_TOKENS, self.counters.total_tokens),
+        ]
+        updates: list[SearchAttributeUpdate[Any]] = [
+            key.value_set(value) for key, value in values if key.name in self.registered_attributes
+        ]
+        if updates:
+            workflow.upsert_search_attributes(updates)
+        workflow.set_current_details(self.details())
+
+    def details(self) -> str:
+        """Markdown shown as the workflow's current details in the UI."""
+        c = self.counters
+        lines = [
+            f"**{self.agent.name}** — {self.status}",
+            f"- step {c.run_step}/{c.max_steps}, tool calls {c.tool_calls}, requests {c.requests}",
+            f"- tokens {c.input_tokens} in / {c.output_tokens} out",
+        ]
+        if self.pending_approvals:
+            lines.append(f"- waiting for approval: {', '.join(sorted(self.pending_approvals))}")
+        return "\n".join(lines)
+
+    def close_unpaired(self, reason: str) -> None:
+        """Give every tool call without a return a `not_executed` record (no unpaired calls)."""
+        returned = {
+            p.tool_call_id for m in self.messages if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, ToolReturnPart)
+        }
+        missing = [
+            ToolReturnPart(tool_name=c.tool_name, tool_call_id=c.tool_call_id,
+                           content=reason, status="not_executed")
+            for m in self.messages if isinstance(m, ModelResponse)
+            for c in m.tool_calls if c.tool_call_id not in returned
+        ]
+        if missing:
+            self.append(ModelRequest(parts=list(missing)))
+
+    def partial(self) -> PartialRun:
+        """What the run has done so far, for a failure's details."""
+        return PartialRun(
+            messages=list(self.messages), usage=self.usage, counters=self.counters,
+            state=dict(self.state), request_count=self.counters.requests, run_id=self.run_id,
+        )
+
+    def fitted_partial(self) -> PartialRun:
+        """`partial()`, with the oldest messages dropped until it fits in one payload."""
+        partial = self.partial()
+        converter = workflow.payload_converter()
+        while partial.messages and converter.to_payloads([partial])[0].ByteSize() > PAYLOAD_LIMIT:
+            partial = partial.model_copy(update={"messages": partial.messages[len(partial.messages) // 4 + 1:]})
+        return partial

@@ -1,0 +1,291 @@
+"""Tool admission and execution for one model response.
+
+Admission runs before any I/O: duplicate ids, a truncated response and the
+`tool_calls_limit` stop the whole batch; then each call is checked against the
+inventory, the request's selected (executable) set and ancestor authority, and
+its arguments against the prepared validator. Admitted calls pass through every
+`before_tool_execute` hook (identity immutable, arguments re-validated), then
+execute in parallel, one activity each. Every call gets exactly one return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from towline.activities.io import ToolActivityInput, ToolActivityResult
+from towline.capabilities.base import CapabilityLike, hook_of
+from towline.errors import (
+    CapabilityViolation,
+    DuplicateToolCallId,
+    ModelRetry,
+    PayloadTooLarge,
+    RunFailure,
+    ToolCallIdentityChanged,
+    ToolDenied,
+    ToolError,
+    ToolRetriesExhausted,
+    UncertainToolEffect,
+    UsageLimitExceeded,
+)
+from towline.messages import ModelRequest, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
+from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
+
+from .hooks import maybe_await, where_of
+from .run import PAYLOAD_LIMIT, Run
+
+__all__ = ["run_tool_calls"]
+
+
+@dataclass
+class _Call:
+    index: int
+    call: ToolCallPart
+    tool: Tool
+    ctx: ToolContext
+
+
+def _identity(call: ToolCallPart) -> tuple[str, str, str, str]:
+    return (call.tool_call_id, call.tool_name, call.kind,
+            json.dumps(call.metadata, sort_keys=True, default=str))
+
+
+def _short(args: Mapping[str, Any], limit: int = 60) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Batch:
+    """The return records of one response's calls, filled in as they are decided."""
+
+    def __init__(self, run: Run, calls: Sequence[ToolCallPart]) -> None:
+        self.run = run
+        self.calls = list(calls)
+        self.returns: dict[int, ToolReturnPart] = {}
+        self.usage: dict[int, Usage] = {}
+        self.failure: RunFailure | None = None
+
+    def record(self, index: int, status: ToolReturnStatus, content: Any) -> None:
+        call = self.calls[index]
+        self.returns[index] = ToolReturnPart(
+            tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=content, status=status
+        )
+
+    def fail(self, failure: RunFailure) -> None:
+        if self.failure is None:
+            self.failure = failure
+
+    def close(self, reason: str) -> None:
+        for i in range(len(self.calls)):
+            if i not in self.returns:
+                self.record(i, "not_executed", reason)
+
+
+async def run_tool_calls(
+    run: Run,
+    caps: Sequence[CapabilityLike],
+    calls: Sequence[ToolCallPart],
+    selected: Mapping[str, ToolDefinition],
+    step: int,
+    truncated: bool,
+) -> None:
+    """Admit, execute and record `calls`; raises the run's failure after recording."""
+    if not calls:
+        return
+    batch = _Batch(run, calls)
+    ids = [c.tool_call_id for c in calls]
+    limit = run.limits.tool_calls_limit
+    if len(set(ids)) != len(ids):
+        batch.close("duplicate tool call ids in one response: nothing was executed")
+        batch.fail(DuplicateToolCallId(f"duplicate tool call ids in step {step}: {ids}"))
+    elif truncated:
+        batch.close("the response was cut off by the token limit: nothing was executed")
+    elif limit is not None and run.counters.tool_calls + len(calls) > limit:
+        batch.close(f"tool_calls_limit {limit} would be exceeded: nothing was executed")
+        batch.fail(UsageLimitExceeded(
+            f"tool_calls_limit {limit}: {run.counters.tool_calls} started, {len(calls)} more requested"
+        ))
+    else:
+        ready = await _admit(run, caps, batch, selected, step)
+        if batch.failure is None:
+            await _execute(run, caps, batch, ready)
+        batch.close("not executed")
+    _account(run, batch, selected)
+    run.append(ModelRequest(parts=[batch.returns[i] for i in range(len(calls))]))
+    run.confirm()
+    if batch.failure is not None:
+        raise batch.failure
+
+
+async def _admit(
+    run: Run, caps: Sequence[CapabilityLike], batch: _Batch,
+    selected: Mapping[str, ToolDefinition], step: int,
+) -> list[_Call]:
+    ready: list[_Call] = []
+    for i, call in enumerate(batch.calls):
+        tool = run.agent.inventory.get(call.tool_name)
+        if tool is None:
+            batch.record(i, "denied", f"unknown tool {call.tool_name!r}")
+            continue
+        if call.tool_name not in selected:
+            batch.record(i, "denied", f"tool {call.tool_name!r} is not available in this request")
+            continue
+        if run.allowed_tools is not None and call.tool_name not in run.allowed_tools:
+            batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
+            continue
+        try:
+            args = tool.validate_args(call.args)
+        except ValidationError as e:
+            batch.record(i, "validation_error", _errors(e))
+            continue
+        call = call.model_copy(update={"args": args})
+        ctx = ToolContext(
+            run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
+            tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
+            idempotency_key=f"{run.run_id}/{call.tool_call_id}", state=dict(run.state),
+        )
+        hooked = await _before_hooks(caps, batch, i, ctx, call)
+        if hooked is None:
+            continue
+        try:
+            hooked = hooked.model_copy(update={"args": tool.validate_args(hooked.args)})
+        except ValidationError as e:
+            batch.record(i, "validation_error", _errors(e))
+            continue
+        ready.append(_Call(i, hooked, tool, ctx))
+    if batch.failure is not None:
+        for c in ready:
+            batch.record(c.index, "not_executed", "another call's identity was changed: nothing executed")
+        return []
+    return ready
+
+
+async def _before_hooks(
+    caps: Sequence[CapabilityLike], batch: _Batch, i: int, ctx: ToolContext, call: ToolCallPart
+) -> ToolCallPart | None:
+    original = _identity(call)
+    for cap in caps:
+        fn = hook_of(cap, "before_tool_execute")
+        if fn is None:
+            continue
+        where = where_of(cap, "before_tool_execute")
+        try:
+            result = await maybe_await(fn(ctx, call))
+        except ToolDenied as e:
+            batch.record(i, "denied", e.message)
+            return None
+        except RunFailure:
+            raise
+        except Exception as e:
+            batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {e}")
+            return None
+        if not isinstance(result, ToolCallPart):
+            batch.record(i, "not_executed", f"{where} returned {type(result).__name__}, not a ToolCall")
+            return None
+        if _identity(result) != original:
+            batch.record(i, "not_executed", f"{where} changed the call's identity")
+            batch.fail(ToolCallIdentityChanged(
+                f"{where} changed the identity (id, name, kind or metadata) of call {call.tool_call_id}"
+            ))
+            return None
+        call = result
+    return call
+
+
+async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, ready: list[_Call]) -> None:
+    if not ready:
+        return
+    run.bump(tool_calls=run.counters.tool_calls + len(ready))
+    results = await asyncio.gather(*(_run_one(run, c) for c in ready))
+    for c, (status, content, usage) in zip(ready, results, strict=True):
+        batch.record(c.index, status, content)
+        batch.usage[c.index] = usage
+        if status == "unknown":
+            batch.fail(UncertainToolEffect(
+                f"tool {c.tool.name!r} (call {c.call.tool_call_id}) may have taken effect: {content}"
+            ))
+    for c in ready:
+        for cap in caps:
+            fn = hook_of(cap, "after_tool_execute")
+            if fn is None:
+                continue
+            try:
+                await maybe_await(fn(c.ctx, c.call, batch.returns[c.index]))
+            except RunFailure as e:
+                batch.fail(e)
+            except Exception as e:
+                where = where_of(cap, "after_tool_execute")
+                batch.fail(CapabilityViolation(f"{where} raised {type(e).__name__}: {e}"))
+
+
+async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
+    tool, call = c.tool, c.call
+    if tool.in_workflow:
+        return await _run_in_workflow(c)
+    inp = ToolActivityInput(args=call.args, ctx=c.ctx)
+    size = workflow.payload_converter().to_payloads([inp])[0].ByteSize()
+    if size > PAYLOAD_LIMIT:
+        return "not_executed", f"arguments of {size} bytes exceed the payload limit", Usage()
+    try:
+        res = await workflow.execute_activity(
+            tool.activity_name, inp, result_type=ToolActivityResult,
+            start_to_close_timeout=tool.start_to_close_timeout,
+            heartbeat_timeout=tool.heartbeat_timeout,
+            retry_policy=tool.effective_retry_policy(),
+            summary=f"{tool.name}({_short(call.args)})",
+        )
+    except ActivityError as e:
+        cause = e.cause or e
+        if tool.idempotent:
+            return "failed", f"failed after retries: {cause}", Usage()
+        return "unknown", f"{type(cause).__name__}: {cause}", Usage()
+    return res.status, res.content, res.usage
+
+
+async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
+    parsed = c.tool.args_model.model_validate(c.call.args)
+    kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    try:
+        result = await maybe_await(c.tool.function(c.ctx, **kwargs) if c.tool.takes_ctx
+                                   else c.tool.function(**kwargs))
+    except ModelRetry as e:
+        return "retry", e.message, Usage()
+    except ToolError as e:
+        return "failed", e.message, Usage()
+    if isinstance(result, ToolResult):
+        return "succeeded", result.content, result.usage
+    return "succeeded", result, Usage()
+
+
+def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) -> None:
+    """Update consecutive-failure counts and usage in call order; exhausted retries fail."""
+    retries = dict(run.counters.tool_retries)
+    for i, ret in sorted(batch.returns.items()):
+        if i in batch.usage:
+            run.add_usage(batch.usage[i])
+        if ret.status == "succeeded":
+            retries.pop(ret.tool_name, None)
+        elif ret.status in ("retry", "validation_error", "failed"):
+            retries[ret.tool_name] = retries.get(ret.tool_name, 0) + 1
+            definition = selected.get(ret.tool_name)
+            tool = run.agent.inventory.get(ret.tool_name)
+            allowed = definition.max_retries if definition else (tool.max_retries if tool else 0)
+            if retries[ret.tool_name] > allowed:
+                batch.fail(ToolRetriesExhausted(
+                    f"tool {ret.tool_name!r} failed {retries[ret.tool_name]} times in a row "
+                    f"(max_retries {allowed})"
+                ))
+    run.bump(tool_retries=retries)
+
+
+def _errors(e: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]} for err in e.errors()
+    ]

@@ -1,0 +1,194 @@
+"""One turn of a run: middleware and capability hooks around the model activity.
+
+Order: `before_model` (first → last) → `before_model_request` → the
+`wrap_model_call` chain (first outermost) around the model activity → usage
+merged → `after_model_request` → `after_model` (last → first) → commit and
+persist. Tool admission and execution follow in `tool_exec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.agent import Agent
+from towline.capabilities.base import CapabilityLike, hook_of
+from towline.capabilities.state import (
+    AgentView,
+    ModelCallRequest,
+    ModelRequestParams,
+    ModelRequestState,
+    PreparedValidators,
+    RunScope,
+)
+from towline.errors import CapabilityViolation, RunFailure, UsageLimitExceeded
+from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, ToolCallPart
+from towline.tools import ToolDefinition
+
+from .hooks import TurnUpdate, apply_reducers, maybe_await, run_model_hooks, where_of
+from .model_call import call_model
+from .run import Run
+
+__all__ = ["TurnOutcome", "run_turn", "render_instructions"]
+
+
+@dataclass
+class TurnOutcome:
+    """What a committed turn produced: the response, its executable tools, and any jump."""
+
+    response: ModelResponse
+    executable: dict[str, ToolDefinition]
+    jump: str | None
+    output_tools: list[ToolDefinition] = field(default_factory=lambda: [])
+
+
+def render_instructions(messages: list[Message], instructions: str | None) -> list[Message]:
+    """What is sent: the instructions first (their own message), then `messages`."""
+    if not instructions:
+        return list(messages)
+    return [ModelRequest(id="instructions", parts=[SystemPart(content=instructions)]), *messages]
+
+
+def _offered(agent: Agent, allowed: frozenset[str] | None) -> list[ToolDefinition]:
+    return [
+        t.definition() for t in agent.inventory.values() if allowed is None or t.name in allowed
+    ]
+
+
+def normalize(run: Run, response: Any, where: str) -> ModelResponse:
+    """Give a response and its tool calls ids (generated: unique and deterministic)."""
+    if not isinstance(response, ModelResponse):
+        raise CapabilityViolation(f"{where} returned {type(response).__name__}, not a ModelResponse")
+    parts = [
+        p.model_copy(update={"tool_call_id": f"call_{run.new_id()}"})
+        if isinstance(p, ToolCallPart) and not p.tool_call_id else p
+        for p in response.parts
+    ]
+    update: dict[str, Any] = {"parts": parts}
+    if not response.id:
+        update["id"] = run.new_id()
+    return response.model_copy(update=update)
+
+
+async def run_turn(run: Run, step: int) -> TurnOutcome:
+    """Run one turn up to and including commit; returns the admitted response."""
+    agent = run.agent
+    caps: Sequence[CapabilityLike] = agent.capabilities
+    turn = TurnUpdate(run.messages, run.state, agent.state_schema, run.new_id)
+    for cap in caps:
+        fn = hook_of(cap, "before_model")
+        if fn is not None:
+            turn.apply(await _call(fn, where_of(cap, "before_model"), turn.view()),
+                       where_of(cap, "before_model"), allow_jump=False)
+
+    output_tool = agent.output_tool()
+    state = ModelRequestState(
+        messages=list(turn.messages), request_messages=list(turn.messages),
+        model=agent.model_name, settings=agent.settings,
+        params=ModelRequestParams(
+            function_tools=_offered(agent, run.allowed_tools),
+            output_tools=[output_tool] if output_tool else [],
+        ),
+        agent=AgentView(name=agent.name, instructions=agent.instructions,
+                        output_retries=run.limits.output_retries),
+        state=turn.working_state(),
+        tool_retries=dict(run.counters.tool_retries),
+        output_retries_used=run.counters.output_retries_used,
+        run_step=step, tool_calls=run.counters.tool_calls, max_steps=run.limits.max_steps,
+        run_id=run.run_id,
+        scope=RunScope(run_id=run.run_id, agent=agent.name, allowed_tools=run.allowed_tools),
+        validators=PreparedValidators(frozenset(agent.inventory)), usage=run.usage,
+    )
+    state = await run_model_hooks(caps, "before_model_request", state)
+
+    authorised = {d.name for d in _offered(agent, run.allowed_tools)}
+    selected = [d for d in state.params.function_tools if d.name in authorised]
+    request = ModelCallRequest(
+        messages=render_instructions(state.request_messages, state.agent.instructions),
+        tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
+        output_tools=state.params.output_tools, run_step=step,
+    )
+    response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
+
+    after = state.model_copy(update={"response": response, "usage": run.usage})
+    after = await run_model_hooks(caps, "after_model_request", after)
+    assert after.response is not None
+    response = normalize(run, after.response, "after_model_request")
+
+    turn.messages.append(response)
+    for cap in reversed(caps):
+        fn = hook_of(cap, "after_model")
+        if fn is not None:
+            turn.apply(await _call(fn, where_of(cap, "after_model"), turn.view()),
+                       where_of(cap, "after_model"), allow_jump=True)
+
+    run.messages = turn.messages
+    run.state = apply_reducers(run.state, turn.values, agent.state_schema)
+    run.add_usage(turn.llm_usage)
+    run.confirm()
+    executable = {d.name: d for d in offered}
+    return TurnOutcome(response, executable, turn.jump, list(state.params.output_tools))
+
+
+async def _call(fn: Callable[..., Any], where: str, *args: Any) -> Any:
+    try:
+        return await maybe_await(fn(*args))
+    except RunFailure:
+        raise
+    except Exception as e:
+        raise CapabilityViolation(f"{where} raised {type(e).__name__}: {e}") from e
+
+
+async def _call_chain(
+    run: Run, caps: Sequence[CapabilityLike], request: ModelCallRequest,
+    authorised: set[str], step: int,
+) -> tuple[ModelResponse, list[ToolDefinition]]:
+    """Run the wrap_model_call chain; returns the response and the tools it was offered."""
+    made: list[tuple[list[ToolDefinition], ModelResponse]] = []
+    limit_hit: list[UsageLimitExceeded] = []
+    run.bump(run_step=step)
+
+    async def innermost(req: ModelCallRequest) -> ModelResponse:
+        if not isinstance(req, ModelCallRequest):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise CapabilityViolation(f"wrap_model_call passed {type(req).__name__} to next")
+        limit = run.limits.request_limit
+        if limit is not None and run.counters.requests >= limit:
+            limit_hit.append(UsageLimitExceeded(f"request_limit {limit} reached"))
+            raise limit_hit[-1]
+        tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
+        response = await call_model(
+            req.model, req.messages, tools=tools, output_tools=req.output_tools,
+            settings=req.settings, run_step=step, agent=run.agent.name,
+            timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
+        )
+        run.bump(requests=run.counters.requests + 1)
+        run.add_usage(response.usage)
+        response = normalize(run, response, "model")
+        made.append((tools, response))
+        return response
+
+    chain: Callable[[ModelCallRequest], Awaitable[ModelResponse]] = innermost
+    for cap in reversed(caps):
+        fn = hook_of(cap, "wrap_model_call")
+        if fn is not None:
+            chain = _wrap(fn, chain, where_of(cap, "wrap_model_call"))
+    response = normalize(run, await chain(request), "wrap_model_call")
+    if limit_hit:
+        raise limit_hit[0]
+    for tools, made_response in reversed(made):
+        if made_response.id == response.id:
+            return response, tools
+    return response, (made[-1][0] if made else list(request.tools))
+
+
+def _wrap(
+    fn: Callable[..., Any], inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str
+) -> Callable[[ModelCallRequest], Awaitable[ModelResponse]]:
+    async def wrapped(req: ModelCallRequest) -> ModelResponse:
+        result = await _call(fn, where, req, inner)
+        if not isinstance(result, ModelResponse):
+            raise CapabilityViolation(f"{where} returned {type(result).__name__}, not a ModelResponse")
+        return result
+
+    return wrapped
