@@ -18,11 +18,16 @@ class ModelActivityInput(BaseModel):
 
     model: str
     messages: list[Message]
-    tools: list[ToolDefinition] = Field(default_factory=list)
-    output_tools: list[ToolDefinition] = Field(default_factory=list)
+    tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
+    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     settings: ModelSettings = Field(default_factory=ModelSettings)
     run_step: int = 0
     agent: str = ""
+    message_refs: list[str] | None = None
+    """When set, the request's messages by reference (see `towline/request_refs.py`);
+    `messages` then holds only those the run had not sent before."""
+    request_key: str | None = None
+    """Names the request for the `towline.request_messages` query (cache misses)."""
 
 
 class ToolActivityInput(BaseModel):
@@ -38,3 +43,5 @@ class ToolActivityResult(BaseModel):
     status: Literal["succeeded", "retry", "failed"]
     content: Any = None
     usage: Usage = Field(default_factory=Usage)
+    state: dict[str, Any] | None = None
+    """A `ToolResult.state` update, applied by the workflow when the call is recorded."""

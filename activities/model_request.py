@@ -1,33 +1,43 @@
 """The `towline.model_request` activity: one model call.
 
 Temporal owns retries: a model's HTTP 4xx other than 408/429 is non-retryable,
-and `Retry-After` is honoured through `next_retry_delay`.
+and `Retry-After` is honoured through `next_retry_delay`. Messages may arrive
+by reference (see `towline.request_refs`): they are resolved from
+this worker's cache or, on a miss, from the workflow through a query.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import timedelta
 
+from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.messages import ModelResponse
+from towline.messages import Message, ModelResponse
 from towline.models import Model, ModelHTTPError, ModelInfo, resolve_model
+from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .io import ModelActivityInput
 
-__all__ = ["ModelActivities", "MODEL_ACTIVITY"]
+__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 
 MODEL_ACTIVITY = "towline.model_request"
+CACHE_SIZE = 20_000
+"""Messages a worker keeps by reference (least recently used are dropped first)."""
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 class ModelActivities:
-    """Holds a worker's model registry; `model_request` is the activity."""
+    """Holds a worker's model registry and message cache; `model_request` is the activity."""
 
     def __init__(self, models: Mapping[str, Model]) -> None:
         self._models = dict(models)
+        self._cache: OrderedDict[str, Message] = OrderedDict()
 
     @activity.defn(name=MODEL_ACTIVITY)
     async def model_request(self, req: ModelActivityInput) -> ModelResponse:
@@ -40,11 +50,40 @@ class ModelActivities:
             tools=req.tools, output_tools=req.output_tools, settings=req.settings,
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
+        messages = await self._messages(req)
         try:
-            return await model.request(req.messages, info)
+            return await model.request(messages, info)
         except ModelHTTPError as e:
             delay = timedelta(seconds=e.retry_after) if e.retry_after is not None else None
             raise ApplicationError(
                 str(e), type=f"HTTP{e.status}", non_retryable=not e.retryable,
                 next_retry_delay=delay,
             ) from e
+
+    async def _messages(self, req: ModelActivityInput) -> list[Message]:
+        """The request's full messages: inline, from the cache, or from the workflow."""
+        if req.message_refs is None:
+            return req.messages
+        for m in req.messages:
+            self._remember(message_ref(m), m)
+        if all(r in self._cache for r in req.message_refs):
+            for r in req.message_refs:
+                self._cache.move_to_end(r)
+            return [self._cache[r] for r in req.message_refs]
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        raw: str = await handle.query(REQUEST_QUERY, req.request_key, result_type=str)
+        messages = _MESSAGES.validate_json(raw)
+        refs = [message_ref(m) for m in messages]
+        if refs != req.message_refs:
+            raise ApplicationError("model request messages do not match their references",
+                                   type="RequestMismatch")
+        for r, m in zip(refs, messages, strict=True):
+            self._remember(r, m)
+        return messages
+
+    def _remember(self, ref: str, message: Message) -> None:
+        self._cache[ref] = message
+        self._cache.move_to_end(ref)
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)

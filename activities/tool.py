@@ -42,7 +42,8 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
             return ToolActivityResult(status="failed", content=e.message)
         if isinstance(result, ToolResult):
             return ToolActivityResult(
-                status="succeeded", content=_jsonable(result.content), usage=result.usage
+                status="succeeded", content=_jsonable(result.content), usage=result.usage,
+                state=result.state,
             )
         return _fit(ToolActivityResult(status="succeeded", content=_jsonable(result)))
 

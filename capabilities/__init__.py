@@ -7,12 +7,22 @@ from .compose import (
     run_before_model_request,
     run_before_tool_execute,
 )
+from .completion_gate import CompletionGate
+from .context_editing import ContextEditing
+from .history_window import HistoryWindow
+from .model_fallback import ModelFallback
+from .redact_pii import RedactPII
 from .state import (
     AgentView,
     ModelCallRequest,
     ModelRequestParams,
     ModelRequestState,
 )
+from .subagent import Subagent
+from .summarization import Summarization
+from .todo_list import TodoList
+from .tool_approval import ToolApproval
+from .tool_selector import ToolSelector
 
 __all__ = [
     "Capability",
@@ -28,4 +38,14 @@ __all__ = [
     "run_after_model_request",
     "run_before_tool_execute",
     "run_after_tool_execute",
+    "ToolSelector",
+    "CompletionGate",
+    "ModelFallback",
+    "ToolApproval",
+    "Subagent",
+    "HistoryWindow",
+    "RedactPII",
+    "Summarization",
+    "ContextEditing",
+    "TodoList",
 ]

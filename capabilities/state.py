@@ -74,9 +74,9 @@ class ModelRequestParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    function_tools: list[ToolDefinition] = Field(default_factory=list)
+    function_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The selected tools: this request's executable set."""
-    output_tools: list[ToolDefinition] = Field(default_factory=list)
+    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The structured-output tool (when the agent has an `output_type`)."""
 
 
@@ -144,7 +144,7 @@ class ModelCallRequest(BaseModel):
     """The model to call."""
     settings: ModelSettings
     """The settings to send."""
-    output_tools: list[ToolDefinition] = Field(default_factory=list)
+    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The structured-output tool, if any."""
     run_step: int = 0
     """The step this call belongs to (read-only)."""

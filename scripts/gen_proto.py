@@ -71,7 +71,7 @@ def generate(out_dir: Path = PROTO_ROOT) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the generated files."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Regenerate towline's protobuf code.")
     parser.add_argument("out_dir", nargs="?", type=Path, default=PROTO_ROOT)
     args = parser.parse_args(argv)
     for path in generate(args.out_dir.resolve()):

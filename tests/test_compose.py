@@ -25,9 +25,9 @@ WORKER_COMMAND = ["towline", "worker", "--agent", "examples.calculator:agent"]
 def services() -> dict[str, dict[str, Any]]:
     document = yaml.safe_load(COMPOSE_FILE.read_text())
     assert isinstance(document, dict)
-    found = document["services"]  # pyright: ignore[reportUnknownVariableType]
+    found = document["services"]
     assert isinstance(found, dict)
-    return found  # pyright: ignore[reportUnknownVariableType]
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def _env(service: dict[str, Any]) -> dict[str, str]:
     """A service's environment as a dict, whichever of the two compose forms it uses."""
     raw = service.get("environment", {})
     if isinstance(raw, list):
-        return dict(str(item).split("=", 1) for item in raw)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return dict(str(item).split("=", 1) for item in raw)
     return {str(k): str(v) for k, v in raw.items()}
 
 

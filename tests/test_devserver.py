@@ -135,7 +135,9 @@ async def test_register_reports_a_type_conflict(client: temporalio.client.Client
     assert "TowlineAgent" not in await registered_search_attributes(client, ns)
 
 
-async def _wait_until_waiting(handle: temporalio.client.WorkflowHandle[WaitForRelease, str]) -> None:
+async def _wait_until_waiting(
+    handle: temporalio.client.WorkflowHandle[WaitForRelease, str],
+) -> None:
     """Wait until the workflow's first task has run (the query answers ``True``)."""
     async with asyncio.timeout(20):
         while True:
@@ -149,7 +151,7 @@ async def _wait_until_waiting(handle: temporalio.client.WorkflowHandle[WaitForRe
 
 async def test_workflow_survives_sigkill_and_restart_on_same_sqlite_file(tmp_path: Path) -> None:
     db = tmp_path / "server.db"
-    server = DevServerProcess(db_path=db)
+    server = DevServerProcess(db_path=db, log_path=tmp_path / "server.log")
     task_queue = f"tq-{uuid4()}"
     workflow_id = f"wf-{uuid4()}"
     await server.start()

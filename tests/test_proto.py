@@ -76,7 +76,7 @@ def test_schema_matches_contract() -> None:
     retries = descriptor.fields_by_name["tool_retries"]
     assert retries.number == 1
     entry = retries.message_type
-    assert entry.GetOptions().map_entry
+    assert entry is not None and entry.GetOptions().map_entry
     key_type = entry.fields_by_name["key"].type
     value_type = entry.fields_by_name["value"].type
     assert (key_type, value_type) == (FieldDescriptor.TYPE_STRING, int32)

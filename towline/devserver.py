@@ -139,8 +139,12 @@ class DevServerProcess:
         log_level: str = "warn",
         search_attributes: Sequence[SearchAttributeKey[str] | SearchAttributeKey[int]] = ALL_KEYS,
         startup_timeout: float = 30.0,
+        log_path: Path | None = None,
     ) -> None:
-        """Configure (but do not start) the server; ``ui_port=None`` runs it headless."""
+        """Configure (but do not start) the server; ``ui_port=None`` runs it headless.
+
+        Server output is appended to ``log_path`` (default: a new temporary file).
+        """
         self.db_path = db_path
         self.port = port if port is not None else free_port()
         self.namespace = namespace
@@ -148,9 +152,11 @@ class DevServerProcess:
         self.log_level = log_level
         self.search_attributes = tuple(search_attributes)
         self.startup_timeout = startup_timeout
-        fd, log_name = tempfile.mkstemp(prefix="towline-devserver-", suffix=".log")
-        os.close(fd)
-        self.log_path = Path(log_name)
+        if log_path is None:
+            fd, log_name = tempfile.mkstemp(prefix="towline-devserver-", suffix=".log")
+            os.close(fd)
+            log_path = Path(log_name)
+        self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -26,6 +26,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Message",
+    "no_messages",
     "ToolReturnStatus",
     "FinishReason",
     "RemoveAll",
@@ -125,12 +126,20 @@ RequestPart = Annotated[
 ResponsePart = Annotated[TextPart | ToolCallPart, Field(discriminator="part_kind")]
 
 
+def _request_parts() -> list[RequestPart]:
+    return []
+
+
+def _response_parts() -> list[ResponsePart]:
+    return []
+
+
 class ModelRequest(_Frozen):
     """A message sent to the model."""
 
     kind: Literal["request"] = "request"
     id: str = ""
-    parts: list[RequestPart] = Field(default_factory=list)
+    parts: list[RequestPart] = Field(default_factory=_request_parts)
 
 
 class ModelResponse(_Frozen):
@@ -138,7 +147,7 @@ class ModelResponse(_Frozen):
 
     kind: Literal["response"] = "response"
     id: str = ""
-    parts: list[ResponsePart] = Field(default_factory=list)
+    parts: list[ResponsePart] = Field(default_factory=_response_parts)
     usage: Usage = Field(default_factory=Usage)
     model_name: str | None = None
     finish_reason: FinishReason | None = None
@@ -155,6 +164,11 @@ class ModelResponse(_Frozen):
 
 
 Message = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]
+
+
+def no_messages() -> list[Message]:
+    """A typed empty message list (a `default_factory`)."""
+    return []
 
 
 class RemoveAll(_Frozen):

@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,9 +46,9 @@ class ModelInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    tools: list[ToolDefinition] = Field(default_factory=list)
+    tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """Function tools offered in this request."""
-    output_tools: list[ToolDefinition] = Field(default_factory=list)
+    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The structured-output tool, when the agent has an `output_type`."""
     settings: ModelSettings = Field(default_factory=ModelSettings)
     """The request's settings."""
@@ -91,9 +91,9 @@ class ModelHTTPError(Exception):
 
 def example_args(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:
     """A value that is valid against a (simple) JSON schema; used by `TestModel`."""
-    defs = defs if defs is not None else schema.get("$defs", {})
+    known: Mapping[str, Any] = defs if defs is not None else (schema.get("$defs") or {})
     if "$ref" in schema:
-        return example_args(defs[str(schema["$ref"]).rsplit("/", 1)[-1]], defs)
+        return example_args(known[str(schema["$ref"]).rsplit("/", 1)[-1]], known)
     if "default" in schema:
         return schema["default"]
     if "enum" in schema:
@@ -103,12 +103,12 @@ def example_args(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = Non
     for key in ("anyOf", "oneOf", "allOf"):
         options = [o for o in schema.get(key, []) if o.get("type") != "null"]
         if options:
-            return example_args(options[0], defs)
+            return example_args(options[0], known)
     kind = schema.get("type", "object")
     if kind == "object":
         props: Mapping[str, Any] = schema.get("properties", {})
         required = set(schema.get("required", props))
-        return {k: example_args(v, defs) for k, v in props.items() if k in required}
+        return {k: example_args(v, known) for k, v in props.items() if k in required}
     simple: dict[str, Any] = {"string": "a", "integer": 1, "number": 1.0, "boolean": False}
     if kind == "array":
         return []
@@ -231,7 +231,7 @@ def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:
         if isinstance(target, Model):
             return target
         if callable(target):
-            return FunctionModel(target, model_name=name)
+            return FunctionModel(cast(ModelFunction, target), model_name=name)
     raise ConfigurationError(
         f"unknown model {name!r}: register it with TowlinePlugin(models={{...}})"
     )

@@ -59,7 +59,7 @@ class TowlinePlugin(SimplePlugin):
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
         ]
-        super().__init__(
+        super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
             data_converter=_converter,
             workflows=[AgentRun],
@@ -94,7 +94,8 @@ class TowlinePlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Also make the agents resolvable on this worker's task queue."""
-        register_agents(self.agents, config.get("task_queue"))
+        queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
+        register_agents(self.agents, queue)
         return super().configure_worker(config)
 
     async def run_worker(

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from towline.messages import Message, Usage
+from towline.messages import Message, Usage, no_messages
 from towline.options import Limits
 
 __all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "LEDGER_SCHEMA_VERSION"]
@@ -82,6 +82,13 @@ class RunInput(BaseModel):
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
     session_timeout: timedelta = timedelta(hours=1)
     """How long a session waits for the next message before completing."""
+    continue_as_new_after_events: int | None = Field(default=None, ge=1)
+    """Also continue-as-new once the history has more events than this (for tests).
+
+    A run always continues-as-new when Temporal suggests it (a long history);
+    this lowers the threshold so tests can exercise continue-as-new without a
+    huge history. `None` keeps Temporal's suggestion as the only trigger.
+    """
     resume: ResumeState | None = None
     """Set by the runtime on continue-as-new; never by users."""
 
@@ -89,7 +96,7 @@ class RunInput(BaseModel):
 class PartialRun(BaseModel):
     """What a failed run had done: carried in the failure's details."""
 
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=no_messages)
     usage: Usage = Field(default_factory=Usage)
     counters: Counters = Field(default_factory=Counters)
     state: dict[str, Any] = Field(default_factory=dict)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,7 +25,7 @@ async def towline_worker(
     task_queue: str | None = None,
     models: Mapping[str, Model] | None = None,
     **worker_options: Any,
-) -> AsyncIterator[tuple[Client, str]]:
+) -> AsyncGenerator[tuple[Client, str]]:
     """Run a worker for `agents` on a fresh task queue; yields (towline client, task queue).
 
     The yielded client shares `client`'s connection but uses towline's data converter.

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast, get_type_hints, overload
+from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from temporalio.common import RetryPolicy
@@ -47,6 +47,10 @@ class ToolResult(BaseModel):
     """What the model is given."""
     usage: Usage = Field(default_factory=Usage)
     """Model usage the tool incurred; folded into the run's usage and ledger."""
+    state: dict[str, Any] | None = None
+    """An update of contributed state keys (e.g. `{"todos": [...]}`), applied when the
+    call succeeds, in call order, with each key's `state_schema` reducer (else replaced).
+    A key no `state_schema` declares fails the run with `CapabilityViolation`."""
 
 
 class ToolDefinition(BaseModel):
@@ -106,10 +110,10 @@ def _args_model(name: str, fn: ToolFunc) -> tuple[type[BaseModel], bool]:
         annotation = hints.get(p.name, Any)
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (annotation, default)
-    model = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
-    return cast(type[BaseModel], model), takes_ctx
+    return model, takes_ctx
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ class Tool:
     """Consecutive failures the model is allowed before `ToolRetriesExhausted`."""
     kind: str = "function"
     """Copied onto the definition and every call of this tool."""
-    metadata: Mapping[str, Any] = field(default_factory=lambda: {})
+    metadata: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """Copied onto the definition and every call of this tool."""
     idempotent: bool = False
     """Safe to run twice: Temporal retries it; otherwise an uncertain effect fails the run."""

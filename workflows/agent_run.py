@@ -13,7 +13,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from temporalio import workflow
 
 from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
@@ -28,11 +28,20 @@ from towline.errors import (
     UsageLimitExceeded,
 )
 from towline.ledger import MEMO_KEY, to_proto
-from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart, UserPart
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RetryPart,
+    ToolReturnPart,
+    Usage,
+    UserPart,
+)
 from towline.results import Counters, ResumeState, RunInput, RunResult
 from towline.tools import ToolCall, ToolContext
 
 from .hooks import schema_defaults
+from towline.request_refs import REQUEST_QUERY, RequestBook
 from .run import Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
@@ -56,6 +65,7 @@ class SendInput(BaseModel):
 
 
 _FINAL = object()
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 @workflow.defn(name="AgentRun")
@@ -70,6 +80,7 @@ class AgentRun:
         self._approved: set[str] = set()
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
+        self.request_book = RequestBook()
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
@@ -127,6 +138,7 @@ class AgentRun:
 
     def _fail(self, run: Run, failure: RunFailure) -> RunFailure:
         run.close_unpaired(f"not executed: the run failed ({type(failure).__name__})")
+        run.merge_reported_usage()
         run.pending_approvals.clear()
         run.confirm("failed")
         return failure.with_partial(run.fitted_partial())
@@ -142,7 +154,7 @@ class AgentRun:
                 )
             if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
-            if workflow.info().is_continue_as_new_suggested():
+            if self._should_continue_as_new(inp):
                 await self._continue_as_new(run, inp)
             outcome = await run_turn(run, run.counters.run_step + 1)
             total = limits.total_tokens_limit
@@ -247,6 +259,14 @@ class AgentRun:
         if self._cancelled:
             raise RunCancelled("the run was cancelled")
 
+    def _should_continue_as_new(self, inp: RunInput) -> bool:
+        """Temporal suggests it, or the history passed the run's test threshold."""
+        info = workflow.info()
+        after = inp.continue_as_new_after_events
+        return info.is_continue_as_new_suggested() or (
+            after is not None and info.get_current_history_length() > after
+        )
+
     async def _continue_as_new(self, run: Run, inp: RunInput) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
         resume = ResumeState(
@@ -284,6 +304,31 @@ class AgentRun:
         run.pending_approvals.pop(call_id, None)
         run.confirm("waiting" if run.pending_approvals else "running")
         return decision
+
+    def authority(self) -> frozenset[str]:
+        """Tools this run may execute: its inventory, narrowed by any ancestor's authority."""
+        run = self._require_run()
+        names = frozenset(run.agent.inventory)
+        return names if run.allowed_tools is None else names & run.allowed_tools
+
+    def report_usage(self, usage: Usage) -> None:
+        """Report model usage a hook incurred where it cannot return `llm_usage`.
+
+        For `wrap_model_call` and tool hooks (e.g. a tool selector's own model
+        call). The usage is held apart and merged into the run's usage and ledger
+        by the runtime at the next commit (end of the turn or of the tool batch),
+        exactly like a middleware update's `llm_usage`; hooks never write the
+        counters themselves.
+        """
+        if not isinstance(usage, Usage):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"report_usage takes a Usage, not {type(usage).__name__}")
+        run = self._require_run()
+        run.reported_usage = run.reported_usage + usage
+
+    @property
+    def agent_run(self) -> Run:
+        """The run's runtime-owned record (read it; only the runtime writes it)."""
+        return self._require_run()
 
     def _require_run(self) -> Run:
         if self._run is None:
@@ -354,6 +399,14 @@ class AgentRun:
             "pending_approvals": run.pending_approvals,
             "state": run.state,
         }
+
+    @workflow.query(name=REQUEST_QUERY)
+    def request_messages(self, key: str) -> str:
+        """The full messages of an in-flight model request, as JSON (for activity cache misses)."""
+        pending = self.request_book.pending.get(key)
+        if pending is None:
+            raise ValueError(f"no model request {key!r} is in flight")
+        return _MESSAGES.dump_json(pending).decode()
 
     @workflow.query
     def messages(self) -> list[ModelRequest | ModelResponse]:

@@ -75,21 +75,37 @@ def _check_state(result: Any, confirmed: ModelRequestState, where: str) -> Model
 
 
 def restore(result: ModelRequestState, confirmed: ModelRequestState) -> ModelRequestState:
-    """`result` with the confirmed runtime-owned values put back (writes to them are ignored)."""
-    update: dict[str, Any] = {name: getattr(confirmed, name) for name in RUNTIME_OWNED}
-    update["messages"] = confirmed.messages
-    update["state"] = confirmed.state
+    """`result` with the confirmed runtime-owned values put back (writes to them are ignored).
+
+    Fresh copies each time, so a hook mutating what it was given in place (a dict
+    or list) cannot reach the confirmed values or what the next hook sees.
+    """
+    update: dict[str, Any] = {
+        name: copy.deepcopy(getattr(confirmed, name)) for name in RUNTIME_OWNED
+    }
+    update["messages"] = list(confirmed.messages)
+    update["state"] = copy.deepcopy(confirmed.state)
     update["agent"] = result.agent.model_copy(
         update={"output_retries": confirmed.agent.output_retries, "name": confirmed.agent.name}
     )
     return result.model_copy(update=update)
 
 
+def _snapshot(state: ModelRequestState) -> ModelRequestState:
+    """A private copy of the confirmed values, which no hook ever receives."""
+    return state.model_copy(update={
+        **{name: copy.deepcopy(getattr(state, name)) for name in RUNTIME_OWNED},
+        "agent": state.agent.model_copy(), "messages": list(state.messages),
+        "state": copy.deepcopy(state.state),
+    })
+
+
 async def run_model_hooks(
     caps: Sequence[CapabilityLike], hook: str, state: ModelRequestState
 ) -> ModelRequestState:
     """Apply `hook` of every capability in order, enforcing the run's invariants."""
-    confirmed = state
+    confirmed = _snapshot(state)
+    state = restore(state, confirmed)
     for cap in caps:
         fn = hook_of(cap, hook)
         if fn is None:
@@ -125,11 +141,15 @@ class TurnUpdate:
 
     def view(self, **extra: Any) -> dict[str, Any]:
         """The working state a middleware hook sees (a copy: mutating it changes nothing)."""
-        return {"messages": list(self.messages), **self.base, **self.values, **extra}
+        return {"messages": list(self.messages), **self.working_state(), **extra}
 
     def working_state(self) -> dict[str, Any]:
-        """Contributed keys as the model sees them this turn (last writes, no reducers yet)."""
-        return {**self.base, **self.values}
+        """Contributed keys as the model sees them this turn (last writes, no reducers yet).
+
+        A deep copy, so a hook mutating a value in place (a list, say) cannot reach
+        the committed state or what later hooks see.
+        """
+        return copy.deepcopy({**self.base, **self.values})
 
     def apply(self, update: Any, where: str, *, allow_jump: bool) -> None:
         """Fold one hook's update in; invalid updates fail the run."""

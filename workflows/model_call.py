@@ -20,6 +20,7 @@ from towline.messages import Message, ModelResponse
 from towline.options import ModelSettings
 from towline.tools import ToolDefinition
 
+from towline.request_refs import RequestBook
 from .run import PAYLOAD_LIMIT
 
 __all__ = ["call_model"]
@@ -38,7 +39,11 @@ async def call_model(
     timeout: timedelta = timedelta(minutes=2),
     retry_policy: RetryPolicy | None = None,
 ) -> ModelResponse:
-    """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good."""
+    """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good.
+
+    Inside an `AgentRun`, the messages travel by reference (`request_refs`), so
+    the history holds each message once however many requests include it.
+    """
     inp = ModelActivityInput(
         model=model, messages=messages, tools=tools or [], output_tools=output_tools or [],
         settings=settings or ModelSettings(), run_step=run_step, agent=agent,
@@ -46,6 +51,11 @@ async def call_model(
     size = workflow.payload_converter().to_payloads([inp])[0].ByteSize()
     if size > PAYLOAD_LIMIT:
         raise PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
+    book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
+    key: str | None = None
+    if isinstance(book, RequestBook):
+        key, refs, new = book.open(messages)
+        inp = inp.model_copy(update={"messages": new, "message_refs": refs, "request_key": key})
     try:
         return await workflow.execute_activity(
             MODEL_ACTIVITY, inp, result_type=ModelResponse,
@@ -56,3 +66,6 @@ async def call_model(
     except ActivityError as e:
         cause = e.cause or e
         raise ModelRequestFailed(f"model {model!r} failed: {cause}") from e
+    finally:
+        if isinstance(book, RequestBook) and key is not None:
+            book.close(key)

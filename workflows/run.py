@@ -41,6 +41,8 @@ class Run:
     allowed_tools: frozenset[str] | None = None
     registered_attributes: frozenset[str] = frozenset()
     pending_approvals: dict[str, dict[str, Any]] = field(default_factory=lambda: {})
+    reported_usage: Usage = field(default_factory=Usage)
+    """Usage hooks reported (`AgentRun.report_usage`), not yet merged into the ledger."""
 
     def new_id(self) -> str:
         """A fresh deterministic id (for messages and missing tool call ids)."""
@@ -57,6 +59,12 @@ class Run:
             input_tokens=self.counters.input_tokens + usage.input_tokens,
             output_tokens=self.counters.output_tokens + usage.output_tokens,
         )
+
+    def merge_reported_usage(self) -> None:
+        """Fold usage reported by hooks into the totals (at a commit, or when the run fails)."""
+        if self.reported_usage != Usage():
+            self.add_usage(self.reported_usage)
+            self.reported_usage = Usage()
 
     def append(self, message: Message) -> Message:
         """Append to the canonical history, giving the message an id if it has none."""

@@ -38,7 +38,7 @@ from towline.errors import (
 from towline.messages import ModelRequest, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
-from .hooks import maybe_await, where_of
+from .hooks import apply_reducers, maybe_await, where_of
 from .run import PAYLOAD_LIMIT, Run
 
 __all__ = ["run_tool_calls"]
@@ -50,6 +50,8 @@ class _Call:
     call: ToolCallPart
     tool: Tool
     ctx: ToolContext
+    state: dict[str, Any] | None = None
+    """The `ToolResult.state` update the tool returned, if any."""
 
 
 def _identity(call: ToolCallPart) -> tuple[str, str, str, str]:
@@ -118,6 +120,7 @@ async def run_tool_calls(
             await _execute(run, caps, batch, ready)
         batch.close("not executed")
     _account(run, batch, selected)
+    run.merge_reported_usage()
     run.append(ModelRequest(parts=[batch.returns[i] for i in range(len(calls))]))
     run.confirm()
     if batch.failure is not None:
@@ -207,6 +210,8 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
     for c, (status, content, usage) in zip(ready, results, strict=True):
         batch.record(c.index, status, content)
         batch.usage[c.index] = usage
+        if status == "succeeded" and c.state:
+            _apply_state(run, batch, c)
         if status == "unknown":
             batch.fail(UncertainToolEffect(
                 f"tool {c.tool.name!r} (call {c.call.tool_call_id}) may have taken effect: {content}"
@@ -246,6 +251,7 @@ async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
         if tool.idempotent:
             return "failed", f"failed after retries: {cause}", Usage()
         return "unknown", f"{type(cause).__name__}: {cause}", Usage()
+    c.state = res.state
     return res.status, res.content, res.usage
 
 
@@ -260,8 +266,21 @@ async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     except ToolError as e:
         return "failed", e.message, Usage()
     if isinstance(result, ToolResult):
+        c.state = result.state
         return "succeeded", result.content, result.usage
     return "succeeded", result, Usage()
+
+
+def _apply_state(run: Run, batch: _Batch, c: _Call) -> None:
+    """Commit a succeeded call's `ToolResult.state` update (reducer, else last write)."""
+    update = dict(c.state or {})
+    schema = run.agent.state_schema
+    undeclared = sorted(k for k in update if k not in schema)
+    if undeclared:  # like a middleware writing an undeclared key: the run fails
+        batch.fail(CapabilityViolation(f"tool {c.tool.name!r} wrote state keys no "
+                                       f"state_schema declares: {', '.join(undeclared)}"))
+        return
+    run.state = apply_reducers(run.state, update, schema)
 
 
 def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) -> None:

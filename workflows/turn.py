@@ -126,6 +126,7 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
     run.messages = turn.messages
     run.state = apply_reducers(run.state, turn.values, agent.state_schema)
     run.add_usage(turn.llm_usage)
+    run.merge_reported_usage()
     run.confirm()
     executable = {d.name: d for d in offered}
     return TurnOutcome(response, executable, turn.jump, list(state.params.output_tools))

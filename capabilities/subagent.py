@@ -1,0 +1,100 @@
+"""`Subagent`: a tool that delegates a task to another agent, run as a child workflow.
+
+The parent's model calls the contributed tool (named `task` by default) with a
+self-contained prompt; the child agent runs as its own `AgentRun` child
+workflow (visible and inspectable in the Temporal UI, id
+`<parent run id>/<tool call id>`), and its final output is the tool's return.
+
+- Ancestor authority: the child may execute only tools the parent run may
+  execute; a child calling any other tool gets `denied`.
+- The child's usage is folded into the parent's usage and ledger.
+- A child that fails comes back to the parent's model as a `failed` tool
+  return (with the child's failure reason), not as a crash of the parent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from towline.errors import ConfigurationError, ToolError
+from towline.results import RunInput, RunResult
+from towline.tools import Tool, ToolContext, ToolResult
+
+from .base import Capability
+
+if TYPE_CHECKING:
+    from towline.agent import Agent
+
+__all__ = ["Subagent"]
+
+
+@dataclass(frozen=True)
+class Subagent(Capability):
+    """Contributes a tool `name(prompt)` that runs `agent` as a child `AgentRun`.
+
+    The child agent is registered on every worker that registers the parent
+    (through `agents`), and runs on the parent's task queue.
+    """
+
+    agent: Agent
+    """The agent that does the delegated task."""
+    name: str = "task"
+    """The tool's name (unique in the parent's inventory)."""
+    description: str | None = None
+    """Shown to the parent's model; defaults to one naming the child agent."""
+
+    def __post_init__(self) -> None:
+        from towline.agent import Agent
+
+        if not isinstance(self.agent, Agent):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(f"Subagent needs an Agent, not {type(self.agent).__name__}")
+        if self.description is None:
+            text = (f"Delegate a task to the sub-agent {self.agent.name!r}. Give it a complete, "
+                    "self-contained prompt; it answers with its final output.")
+            object.__setattr__(self, "description", text)
+        tool = Tool.from_function(
+            _delegate(self.agent.name), name=self.name, description=self.description,
+            in_workflow=True,
+        )  # validates the name
+        object.__setattr__(self, "_tool", tool)
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The delegating tool (one instance per capability, so inventories agree)."""
+        tool: Tool = self.__dict__["_tool"]
+        return (tool,)
+
+    @property
+    def agents(self) -> tuple[Agent, ...]:
+        """The child agent, so a plugin registering the parent registers it too."""
+        return (self.agent,)
+
+
+def _delegate(child: str):
+    async def delegate(ctx: ToolContext, prompt: str) -> ToolResult:
+        """Run the child agent on `prompt` as a child workflow; its output is the return."""
+        from temporalio import workflow
+        from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
+        from towline.workflows import current_run
+
+        authority = sorted(current_run().authority())
+        try:
+            result = await workflow.execute_child_workflow(
+                "AgentRun",
+                RunInput(agent=child, prompt=prompt, allowed_tools=authority),
+                id=f"{ctx.run_id}/{ctx.tool_call_id}",
+                task_queue=workflow.info().task_queue,
+                result_type=RunResult,
+                static_summary=f"{child}: {prompt[:80]}",
+            )
+        except ChildWorkflowError as e:
+            cause = e.cause
+            reason = (cause.type or "failure") if isinstance(cause, ApplicationError) else (
+                type(cause).__name__ if cause is not None else "failure")
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+            raise ToolError(f"sub-agent {child!r} failed ({reason}): {message}") from e
+        return ToolResult(content=result.output, usage=result.usage)
+
+    return delegate

@@ -1,0 +1,1 @@
+"""Runnable towline examples (import them from the repository root: `examples.calculator`)."""

@@ -1,0 +1,153 @@
+"""ToolApproval in real runs: the run waits durably for a human decision on listed tools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+
+from towline import Agent, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, tool
+from towline.capabilities import ToolApproval
+from towline.client import start_run
+from towline.errors import ConfigurationError
+from towline.messages import Message
+from towline.models import FunctionModel, ModelInfo
+from towline.results import RunResult
+from towline.testing import towline_worker
+from towline.workflows import ApprovalDecision
+
+executed: list[int] = []
+
+
+@tool
+def transfer(amount: int) -> str:
+    """Move money (needs approval)."""
+    executed.append(amount)
+    return f"moved {amount}"
+
+
+@tool
+def balance() -> int:
+    """Read the balance (no approval needed)."""
+    return 100
+
+
+def banker(name: str, seen: list[list[Message]]) -> FunctionModel:
+    """Step 1 checks the balance and transfers; step 2 answers with what it was told."""
+
+    def answer(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        seen.append(messages)
+        if len(seen) == 1:
+            return ModelResponse(parts=[
+                ToolCallPart(tool_name="balance", tool_call_id="b1"),
+                ToolCallPart(tool_name="transfer", args={"amount": 7}, tool_call_id="t1"),
+            ])
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        return "; ".join(f"{p.tool_name}={p.status}:{p.content}" for p in last.parts
+                         if isinstance(p, ToolReturnPart))
+
+    return FunctionModel(answer, model_name=name)
+
+
+def approval_agent(name: str, seen: list[list[Message]],
+                   timeout: timedelta | None = None) -> Agent:
+    return Agent(name=name, model=banker(f"{name}-model", seen), tools=[transfer, balance],
+                 capabilities=[ToolApproval(tools=["transfer"], timeout=timeout)])
+
+
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """Poll `probe` until it returns something truthy (bounded: no timing assertions)."""
+    for _ in range(200):
+        value = await probe()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never observed: {what}")
+
+
+async def pending(handle: WorkflowHandle[Any, RunResult]) -> dict[str, Any]:
+    state: dict[str, Any] = await handle.query("state")
+    return state.get("pending_approvals") or {}
+
+
+async def status_attribute_is(client: Client, workflow_id: str, status: str) -> bool:
+    query = f'WorkflowId = "{workflow_id}" AND TowlineStatus = "{status}"'
+    return any([w async for w in client.list_workflows(query)])
+
+
+async def test_approval_survives_a_worker_restart_and_validates_decisions(client: Client) -> None:
+    seen: list[list[Message]] = []
+    agent = approval_agent("approval-restart", seen)
+    queue, workflow_id = f"tq-{uuid4().hex[:12]}", f"approval-{uuid4().hex[:12]}"
+    executed.clear()
+
+    async with towline_worker(client, [agent], task_queue=queue) as (tc, _):
+        handle = await start_run(tc, agent, "pay 7", task_queue=queue, id=workflow_id)
+        waiting = await eventually(lambda: pending(handle), "a pending approval")
+        assert waiting == {"t1": {"tool_name": "transfer", "args": {"amount": 7}, "run_step": 1}}
+        state = await handle.query("state")
+        assert state["status"] == "waiting"
+        await eventually(lambda: status_attribute_is(client, workflow_id, "waiting"),
+                         "TowlineStatus = waiting")
+        assert executed == []
+    # the worker is gone; the run waits in Temporal, not in a process
+
+    async with towline_worker(client, [agent], task_queue=queue) as (tc, _):
+        handle = tc.get_workflow_handle(workflow_id, result_type=RunResult)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("approve", ApprovalDecision(call_id="nope"))
+        assert await handle.execute_update("approve", ApprovalDecision(call_id="t1")) == "approved"
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("reject", ApprovalDecision(call_id="t1"))
+        result = await handle.result()
+
+    assert executed == [7]
+    assert result.output == "balance=succeeded:100; transfer=succeeded:moved 7"
+    assert result.counters.tool_calls == 2
+    assert await status_attribute_is(client, workflow_id, "succeeded")
+
+
+async def test_rejection_records_denied_and_the_model_is_told(client: Client) -> None:
+    seen: list[list[Message]] = []
+    agent = approval_agent("approval-reject", seen)
+    executed.clear()
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "pay 7", task_queue=queue)
+        await eventually(lambda: pending(handle), "a pending approval")
+        decision = ApprovalDecision(call_id="t1", reason="too much today")
+        assert await handle.execute_update("reject", decision) == "rejected"
+        result = await handle.result()
+
+    assert executed == []
+    assert result.output == ("balance=succeeded:100; "
+                             "transfer=denied:rejected by a reviewer: too much today")
+    assert (await handle.query("state"))["pending_approvals"] == {}
+    assert result.counters.tool_calls == 1  # only balance ran
+
+
+async def test_no_decision_within_the_timeout_rejects(client: Client) -> None:
+    seen: list[list[Message]] = []
+    agent = approval_agent("approval-timeout", seen, timeout=timedelta(milliseconds=300))
+    executed.clear()
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "pay 7", task_queue=queue)
+        result = await handle.result()
+
+    assert executed == []
+    assert result.output.startswith("balance=succeeded:100; transfer=denied:not approved")
+    assert len(seen) == 2
+
+
+def test_configuration_is_validated() -> None:
+    with pytest.raises(ConfigurationError):
+        ToolApproval(tools=[])
+    with pytest.raises(ConfigurationError):
+        ToolApproval(tools="transfer")
+    with pytest.raises(ConfigurationError):
+        ToolApproval(tools=["transfer"], timeout=timedelta(0))

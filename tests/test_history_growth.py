@@ -1,0 +1,70 @@
+"""A run's history grows linearly with its length: messages travel by reference.
+
+Without references every model activity would carry the whole conversation, so
+the history of an n-step run would grow with n². These tests read real
+histories back from the server.
+"""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+import towline.activities.model_request as model_request
+from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline.client import run
+from towline.messages import Message
+from towline.models import FunctionModel, ModelInfo
+from towline.testing import towline_worker
+
+RECORD = "r" * 300
+seen: list[list[Message]] = []
+
+
+@tool
+def fetch(key: str) -> str:
+    """Return a record of constant size."""
+    return RECORD + key
+
+
+def _script(steps: int) -> FunctionModel:
+    def respond(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        seen.append(list(messages))
+        done = sum(1 for m in messages if m.kind == "response")
+        if done + 1 >= steps:
+            return "done"
+        return ModelResponse(parts=[ToolCallPart(tool_name="fetch", args={"key": f"k{done}"})])
+
+    return FunctionModel(respond, model_name=f"growth-{steps}")
+
+
+async def _history_bytes(client: Client, steps: int) -> int:
+    agent = Agent(name=f"growth-{steps}", model=_script(steps), tools=[fetch],
+                  limits=Limits(max_steps=steps + 1))
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        result = await run(tclient, agent, "go", task_queue=queue)
+        assert result.counters.run_step == steps
+        history = await tclient.get_workflow_handle(result.run_id).fetch_history()
+    return sum(e.ByteSize() for e in history.events)
+
+
+async def test_history_bytes_grow_linearly_with_steps(client: Client) -> None:
+    small, large = await _history_bytes(client, 12), await _history_bytes(client, 36)
+    # Linear growth gives a ratio near 3; carrying the conversation in every model
+    # input (quadratic growth) gives well over 5 at these sizes.
+    assert large / small < 3.6, (small, large)
+
+
+async def test_cache_miss_fetches_messages_from_the_workflow(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_request, "CACHE_SIZE", 0)  # every request misses the cache
+    seen.clear()
+    agent = Agent(name="growth-miss", model=_script(3), tools=[fetch], instructions="Be exact.")
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        result = await run(tclient, agent, "go", task_queue=queue)
+    assert result.output == "done"
+    # The model still received the full conversation at every step.
+    assert [len(m) for m in seen] == [2, 4, 6]
+    assert seen[-1][1:] == result.messages[:5]
+    assert seen[-1][0].parts[0].content == "Be exact."  # type: ignore[union-attr]

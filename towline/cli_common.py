@@ -1,0 +1,236 @@
+"""Shared pieces of the `towline` CLI: errors, loading agents, connecting, UI addresses.
+
+Every user mistake the CLI can detect (a missing module, a bad prompt file, an
+unreachable server) becomes a `CliError`, which `towline.cli.main` prints as one
+`towline: error: ...` line with its exit code, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from towline.agent import Agent
+from towline.client import connect, connect_config
+from towline.plugin import TowlinePlugin
+
+__all__ = [
+    "CliError",
+    "EXIT_USAGE",
+    "EXIT_FAILURE",
+    "LOCAL_HOSTS",
+    "load_agents",
+    "load_agent",
+    "read_prompt",
+    "Target",
+    "resolve_target",
+    "connect_client",
+    "with_plugin",
+    "is_local",
+    "port_free",
+    "ui_base",
+    "workflow_url",
+    "one_line",
+]
+
+EXIT_FAILURE = 1
+"""Exit code of a command that failed (an unreachable server, a failed run)."""
+EXIT_USAGE = 2
+"""Exit code of a command given wrong arguments (argparse uses it too)."""
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"})
+"""Hosts for which `towline run` may start an embedded server when nothing answers."""
+
+
+class CliError(Exception):
+    """A failure to report as one line, `towline: error: <message>`, exiting with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def one_line(err: BaseException | str, limit: int = 300) -> str:
+    """A single-line, bounded rendering of an error (Rust client errors are long)."""
+    text = str(err)
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        return "connection refused"
+    text = " ".join(text.split())
+    if not text and isinstance(err, BaseException):
+        text = type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _import_target(spec: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"{spec!r} is not of the form module:attr (e.g. examples.calculator:agent)",
+                       EXIT_USAGE)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # `towline run examples.calculator:agent` from a project root
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        missing = e.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise CliError(
+                f"cannot import {module_name!r}: no module named {missing!r} "
+                f"(looked in {cwd} and the installed packages)", EXIT_USAGE,
+            ) from None
+        raise CliError(f"importing {module_name!r} failed: {one_line(e)}") from None
+    except Exception as e:  # the user's module raised while importing
+        raise CliError(f"importing {module_name!r} failed: {type(e).__name__}: {one_line(e)}") from None
+    value: Any = module
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise CliError(f"module {module_name!r} has no attribute {attr!r}", EXIT_USAGE) from None
+    return value
+
+
+def load_agents(specs: Sequence[str]) -> list[Agent]:
+    """The agents named by `module:attr` specs; an attr may be an `Agent` or a list of them."""
+    agents: list[Agent] = []
+    for spec in specs:
+        value = _import_target(spec)
+        found: list[Any] = list(value) if isinstance(value, list | tuple) else [value]  # pyright: ignore[reportUnknownArgumentType]
+        for item in found:
+            if not isinstance(item, Agent):
+                raise CliError(f"{spec} is a {type(item).__name__}, not a towline Agent", EXIT_USAGE)
+            if all(item is not a for a in agents):
+                agents.append(item)
+    names = [a.name for a in agents]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise CliError(f"two different agents are named {duplicates[0]!r}", EXIT_USAGE)
+    return agents
+
+
+def load_agent(spec: str) -> Agent:
+    """The single agent named by `module:attr`."""
+    value = _import_target(spec)
+    if not isinstance(value, Agent):
+        raise CliError(f"{spec} is a {type(value).__name__}, not a towline Agent", EXIT_USAGE)
+    return value
+
+
+def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
+    """The prompt from the argument or from a file (`-` reads standard input)."""
+    if prompt is not None and prompt_file is not None:
+        raise CliError("give the prompt as an argument or with --prompt-file, not both", EXIT_USAGE)
+    if prompt_file is not None:
+        try:
+            text = sys.stdin.read() if prompt_file == "-" else Path(prompt_file).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
+            raise CliError(f"cannot read prompt file {prompt_file!r}: {reason}", EXIT_USAGE) from None
+        prompt = text.strip()
+    if not prompt or not prompt.strip():
+        raise CliError("the prompt is empty (give it as an argument or with --prompt-file)",
+                       EXIT_USAGE)
+    return prompt
+
+
+class Target:
+    """Where the CLI connects: address and namespace from envconfig plus overrides."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.address: str = str(config.get("target_host"))
+        self.namespace: str = str(config.get("namespace") or "default")
+
+    @property
+    def host(self) -> str:
+        """The host part of the address."""
+        return self.address.rsplit(":", 1)[0] if ":" in self.address else self.address
+
+    @property
+    def port(self) -> int | None:
+        """The port part of the address, if it has one."""
+        tail = self.address.rsplit(":", 1)[-1]
+        return int(tail) if ":" in self.address and tail.isdigit() else None
+
+
+def resolve_target(address: str | None, namespace: str | None) -> Target:
+    """Read Temporal's environment configuration (TEMPORAL_ADDRESS, profiles) with overrides."""
+    try:
+        config = connect_config(address, namespace)
+    except Exception as e:  # a malformed temporal.toml or environment value
+        raise CliError(f"cannot read the Temporal client configuration: {one_line(e)}") from None
+    return Target(config)
+
+
+def is_local(target: Target) -> bool:
+    """Whether the address names this machine."""
+    return target.host.lower() in LOCAL_HOSTS
+
+
+async def connect_client(
+    target: Target, agents: Sequence[Agent] = (), *, timeout: float = 5.0
+) -> Client:
+    """A towline client of `target`; `CliError` if the server does not answer in `timeout`."""
+    try:
+        return await asyncio.wait_for(
+            connect(target.address, target.namespace, agents=agents), timeout=timeout
+        )
+    except (RuntimeError, RPCError, OSError, TimeoutError) as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else one_line(e)
+        raise CliError(f"cannot reach the Temporal server at {target.address}: {reason}") from None
+
+
+def with_plugin(client: Client, agents: Sequence[Agent]) -> Client:
+    """A client sharing `client`'s connection, with towline's plugin for `agents`."""
+    config = client.config()
+    config["plugins"] = [TowlinePlugin(agents)]
+    return Client(**config)
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on `host:port` right now.
+
+    SO_REUSEADDR, as servers set it: connections of a server that just stopped linger in
+    TIME_WAIT on its port, which would otherwise make a free port look taken.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def ui_base(target: Target, explicit: str | None = None) -> str | None:
+    """The Temporal UI's base URL for `target`, when it can be known.
+
+    `explicit` (``--ui-url`` or ``TOWLINE_UI_URL``) wins; a local dev server serves its UI
+    on its gRPC port + 1000 (7233 -> 8233); Temporal Cloud has one UI for every namespace.
+    """
+    chosen = explicit or os.environ.get("TOWLINE_UI_URL")
+    if chosen:
+        return chosen.rstrip("/")
+    if is_local(target) and target.port is not None:
+        return f"http://localhost:{target.port + 1000}"
+    if target.host.endswith(".tmprl.cloud"):
+        return "https://cloud.temporal.io"
+    return None
+
+
+def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | None:
+    """The UI page of one workflow."""
+    if base is None:
+        return None
+    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"

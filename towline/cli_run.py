@@ -1,0 +1,251 @@
+"""`towline run module:attr "prompt"`: start a run, follow it step by step, print the answer.
+
+If no Temporal server answers at the configured address (and that address is on this
+machine), the command starts the embedded dev server itself (SQLite under
+``.towline/``, UI on 8233) for as long as it runs. Unless ``--no-worker`` is given, an
+in-process worker for the agent executes the run. Progress goes to stderr, the answer
+to stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from towline.agent import Agent
+from towline.cli_common import (
+    CliError,
+    Target,
+    connect_client,
+    is_local,
+    load_agent,
+    read_prompt,
+    resolve_target,
+    ui_base,
+    with_plugin,
+    workflow_url,
+)
+from towline.cli_server import (
+    DEFAULT_UI_PORT,
+    Embedded,
+    choose_port,
+    say,
+    start_embedded,
+    stop_event,
+)
+from towline.cli_show import format_call, short
+from towline.client import run_error, start_run
+from towline.messages import Message, ModelRequest, ModelResponse
+from towline.options import Limits
+from towline.results import RunResult
+
+__all__ = ["run_command", "Progress"]
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+POLL_INTERVAL = 0.3
+"""Seconds between two progress polls of the `state` and `messages` queries."""
+_QUERY_TIMEOUT = timedelta(seconds=2)
+
+
+class Progress:
+    """Prints each new message of a run once: tool calls, their returns, retries, answers."""
+
+    def __init__(self, workflow_id: str, *, quiet: bool = False) -> None:
+        self.workflow_id = workflow_id
+        self.quiet = quiet
+        self.printed: set[str] = set()
+        self.step = 0
+        self.status = "running"
+        self.announced: set[str] = set()
+
+    def _say(self, line: str) -> None:
+        if not self.quiet:
+            say(line)
+
+    def messages(self, messages: list[Message]) -> None:
+        """Print the messages not printed yet (by stable id), in order."""
+        for m in messages:
+            if m.id and m.id in self.printed:
+                continue
+            if m.id:
+                self.printed.add(m.id)
+            if isinstance(m, ModelResponse):
+                self._response(m)
+            else:
+                self._request(m)
+
+    def _response(self, m: ModelResponse) -> None:
+        self.step += 1
+        calls = [format_call(c.tool_name, c.args, 80) for c in m.tool_calls]
+        if calls:
+            self._say(f"[step {self.step}] model calls {', '.join(calls)}")
+        if m.text:
+            self._say(f"[step {self.step}] model answers: {short(m.text, 100)}")
+        if not calls and not m.text:
+            self._say(f"[step {self.step}] model gave an empty response")
+
+    def _request(self, m: ModelRequest) -> None:
+        for p in m.parts:
+            if p.part_kind == "tool_return":
+                self._say(f"[step {self.step}]   {p.tool_name} -> {short(p.content, 80)}"
+                          f"  ({p.status})")
+            elif p.part_kind == "retry":
+                self._say(f"[step {self.step}]   retry: {short(p.content, 100)}")
+            elif p.part_kind == "user" and self.step > 0:
+                self._say(f"[user] {short(p.content, 100)}")
+
+    def state(self, state: dict[str, Any]) -> None:
+        """Report status changes and tool calls waiting for approval."""
+        status = str(state.get("status", self.status))
+        pending: dict[str, Any] = state.get("pending_approvals") or {}
+        for call_id, info in pending.items():
+            if call_id in self.announced:
+                continue
+            self.announced.add(call_id)
+            call = format_call(str(info.get("tool_name")), dict(info.get("args") or {}), 80)
+            self._say(f"waiting for approval: {call}  (call id {call_id})\n"
+                      f"  towline approve {self.workflow_id} {call_id}   "
+                      f"or   towline reject {self.workflow_id} {call_id}")
+        if status != self.status and status == "running" and self.status == "waiting":
+            self._say("resumed")
+        self.status = status
+
+
+async def _poll(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
+    """One progress poll; a query nobody answers yet is simply skipped."""
+    try:
+        state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
+        raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError, asyncio.TimeoutError):
+        return
+    try:
+        progress.messages(_MESSAGES.validate_python(raw))
+    except ValidationError:
+        return
+    progress.state(state)
+
+
+async def _follow(
+    handle: WorkflowHandle[Any, RunResult], progress: Progress, stop: asyncio.Event
+) -> RunResult | None:
+    """Wait for the result while printing progress; None if interrupted (Ctrl-C)."""
+    result = asyncio.ensure_future(handle.result())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            done, _ = await asyncio.wait({result, stopped}, timeout=POLL_INTERVAL,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if result in done:
+                return result.result()
+            if stopped in done:
+                result.cancel()
+                return None
+            await _poll(handle, progress)
+    finally:
+        stopped.cancel()
+
+
+def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
+    if max_steps is None:
+        return None
+    try:
+        return Limits.model_validate({**agent.limits.model_dump(), "max_steps": max_steps})
+    except ValidationError as e:
+        raise CliError(f"invalid --max-steps: {e.errors()[0]['msg']}", 2) from None
+
+
+async def _connect_or_embed(
+    args: Any, target: Target, agent: Agent, stack: AsyncExitStack
+) -> tuple[Client, str | None, Embedded | None]:
+    """A client of the configured server, or of an embedded one started because none answers."""
+    try:
+        client = await connect_client(target, [agent], timeout=args.connect_timeout)
+        return client, ui_base(target, args.ui_url), None
+    except CliError as unreachable:
+        if not is_local(target):
+            raise
+        if args.no_worker:
+            raise CliError(f"{unreachable.message} (--no-worker needs a running server)") from None
+    notes: list[str] = []
+    port = choose_port(args.port, target.port or 7233, "Temporal server", notes)
+    ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
+    say(f"No Temporal server at {target.address}; starting an embedded one "
+        f"(state in {Path(args.state_dir) / 'temporal.db'})")
+    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
+    stack.push_async_callback(embedded.stop)
+    for note in notes:
+        say(f"note: {note}")
+    say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
+        f"(they stop when this command ends; `towline dev` keeps one running)")
+    return with_plugin(embedded.client, [agent]), embedded.ui_url, embedded
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _print_output(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    elif isinstance(result.output, str):
+        print(result.output)
+    else:
+        print(json.dumps(result.output, indent=2, ensure_ascii=False))
+    sys.stdout.flush()
+
+
+async def run_command(args: Any) -> int:
+    """`towline run module:attr "prompt"`."""
+    agent = load_agent(args.agent)
+    prompt = read_prompt(args.prompt, args.prompt_file)
+    limits = _limits(agent, args.max_steps)
+    target = resolve_target(args.address, args.namespace)
+    stop = stop_event()
+    async with AsyncExitStack() as stack:
+        client, base, embedded = await _connect_or_embed(args, target, agent, stack)
+        if not args.no_worker:
+            await stack.enter_async_context(Worker(client, task_queue=args.task_queue))
+        try:
+            handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
+                                     id=args.id, limits=limits)
+        except RPCError as e:
+            raise CliError(f"cannot start the run: {e.message}") from None
+        address = embedded.address if embedded else target.address
+        url = workflow_url(base, target.namespace, handle.id)
+        say(f"Run {handle.id} started (agent {agent.name}, task queue {args.task_queue}, "
+            f"server {address})")
+        progress = Progress(handle.id, quiet=args.quiet)
+        try:
+            result = await _follow(handle, progress, stop)
+        except WorkflowFailureError as e:
+            err = run_error(e)
+            if err.partial is not None:
+                progress.messages(err.partial.messages)
+            say(f"towline: run {handle.id} failed: {err.reason}: {err.message}")
+            if url:
+                say(f"UI: {url}")
+            return 1
+        if result is None:
+            say(f"interrupted: run {handle.id} was not cancelled; it goes on when a worker for "
+                f"{agent.name!r} runs (towline show {handle.id})")
+            return 130
+        progress.messages(result.messages)
+        c = result.counters
+        say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
+            f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}.")
+        _print_output(result, args.json)
+        if url:
+            say(f"UI: {url}")
+        else:
+            say(f"Workflow id: {handle.id} (set TOWLINE_UI_URL to print its UI address)")
+    return 0

