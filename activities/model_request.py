@@ -23,11 +23,13 @@ from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .io import ModelActivityInput
 
-__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
+__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE", "RESPONSE_LIMIT"]
 
 MODEL_ACTIVITY = "towline.model_request"
 CACHE_SIZE = 20_000
 """Messages a worker keeps by reference (least recently used are dropped first)."""
+RESPONSE_LIMIT = 2 * 1024 * 1024 - 128 * 1024
+"""Bytes a model response may have (Temporal's default 2 MiB blob limit, less headroom)."""
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
@@ -52,13 +54,15 @@ class ModelActivities:
         )
         messages = await self._messages(req)
         try:
-            return await model.request(messages, info)
+            response = await model.request(messages, info)
         except ModelHTTPError as e:
             delay = timedelta(seconds=e.retry_after) if e.retry_after is not None else None
             raise ApplicationError(
                 str(e), type=f"HTTP{e.status}", non_retryable=not e.retryable,
                 next_retry_delay=delay,
             ) from e
+        _check_size(response)
+        return response
 
     async def _messages(self, req: ModelActivityInput) -> list[Message]:
         """The request's full messages: inline, from the cache, or from the workflow."""
@@ -87,3 +91,17 @@ class ModelActivities:
         self._cache.move_to_end(ref)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
+
+
+def _check_size(response: ModelResponse) -> None:
+    """Refuse a response too large for one payload, non-retryably.
+
+    Temporal would reject it anyway (the SDK fails the completion, and retries
+    would only repeat the cost); the workflow turns this into `PayloadTooLarge`.
+    """
+    size = activity.payload_converter().to_payloads([response])[0].ByteSize()
+    if size > RESPONSE_LIMIT:
+        raise ApplicationError(
+            f"model response of {size} bytes exceeds the {RESPONSE_LIMIT}-byte payload limit",
+            type="PayloadTooLarge", non_retryable=True,
+        )

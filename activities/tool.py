@@ -8,6 +8,7 @@ effect is uncertain; an idempotent tool is retried by its retry policy.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,18 +34,23 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
             parsed = tool.args_model.model_validate(inp.args)
             kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
             args: list[Any] = [inp.ctx] if tool.takes_ctx else []
-            result = tool.function(*args, **kwargs)
+            if inspect.iscoroutinefunction(tool.function):
+                result = await tool.function(*args, **kwargs)
+            else:  # a sync tool must not block the worker's event loop
+                result = await asyncio.to_thread(tool.function, *args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
         except ModelRetry as e:
             return ToolActivityResult(status="retry", content=e.message)
         except ToolError as e:
+            if e.usage is not None:
+                return ToolActivityResult(status="failed", content=e.message, usage=e.usage)
             return ToolActivityResult(status="failed", content=e.message)
         if isinstance(result, ToolResult):
-            return ToolActivityResult(
+            return _fit(ToolActivityResult(
                 status="succeeded", content=_jsonable(result.content), usage=result.usage,
                 state=result.state,
-            )
+            ))
         return _fit(ToolActivityResult(status="succeeded", content=_jsonable(result)))
 
     run_tool.__name__ = f"tool_{tool.name}"

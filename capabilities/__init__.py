@@ -1,13 +1,13 @@
 """Capabilities: the hook base class, middleware, composition helpers and built-ins."""
 
 from .base import Capability, CapabilityLike, JumpTo, Middleware, NextModelCall
+from .completion_gate import CompletionGate
 from .compose import (
     run_after_model_request,
     run_after_tool_execute,
     run_before_model_request,
     run_before_tool_execute,
 )
-from .completion_gate import CompletionGate
 from .context_editing import ContextEditing
 from .history_window import HistoryWindow
 from .model_fallback import ModelFallback

@@ -27,9 +27,7 @@ def answered_ids(message: Message) -> set[str]:
         return set()
     found: set[str] = set()
     for part in message.parts:
-        if isinstance(part, ToolReturnPart):
-            found.add(part.tool_call_id)
-        elif isinstance(part, RetryPart) and part.tool_call_id:
+        if isinstance(part, ToolReturnPart | RetryPart) and part.tool_call_id:
             found.add(part.tool_call_id)
     return found
 

@@ -81,7 +81,9 @@ def entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
-_EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+_EMAIL = re.compile(
+    r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+)
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)(?![\w])")
@@ -165,8 +167,9 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
 def _ips(text: str) -> Iterator[tuple[int, int]]:
     for m in _IPV6.finditer(text):  # first: an IPv6 address may end in an IPv4 one
         value = m.group()
-        if sum(1 for g in re.split(r"[:.]", value) if g) < 2:
-            continue
+        groups = [g for g in re.split(r"[:.]", value) if g]
+        if len(groups) < 3 and not (len(groups) == 2 and max(map(len, groups)) >= 3):
+            continue  # ::1, a::b (a C++ or Ruby scope) are not worth redacting
         try:
             ipaddress.IPv6Address(value)
         except ValueError:
@@ -226,7 +229,7 @@ def _mask(kind: PIIKind, value: str) -> str:
         local, _, domain = value.partition("@")
         return f"{local[:1]}{'*' * max(3, len(local) - 1)}@{domain}"
     alnum = [i for i, c in enumerate(value) if c.isalnum()]
-    keep = set() if kind == "ip_address" else set(alnum[-4:])
+    keep = set[int]() if kind == "ip_address" else set(alnum[-4:])
     return "".join(c if (i in keep or not c.isalnum()) else "*" for i, c in enumerate(value))
 
 

@@ -105,7 +105,8 @@ class CompletionGate(Capability):
             update[self.state_key] = {"attempts": attempts, "verdict": "passed", "feedback": None}
             return update
         if attempts >= self.max_attempts:
-            update[self.state_key] = {"attempts": attempts, "verdict": "gave_up", "feedback": feedback}
+            update[self.state_key] = {"attempts": attempts, "verdict": "gave_up",
+                                      "feedback": feedback}
             return update
         update[self.state_key] = {"attempts": attempts, "verdict": "retrying", "feedback": feedback}
         note = (f"{BOUNCE} (attempt {attempts} of {self.max_attempts}). "

@@ -18,11 +18,8 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    RetryPart,
-    SystemPart,
     TextPart,
     ToolReturnPart,
-    UserPart,
 )
 
 from .base import Capability
@@ -76,9 +73,7 @@ def request_chars(messages: list[Message]) -> int:
     total = 0
     for m in messages:
         if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, SystemPart | UserPart | RetryPart | ToolReturnPart):
-                    total += _chars(p.content)
+            total += sum(_chars(p.content) for p in m.parts)
         else:
             for p in m.parts:
                 total += len(p.content) if isinstance(p, TextPart) else _chars(p.args)

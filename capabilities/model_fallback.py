@@ -40,7 +40,9 @@ class ModelFallback(Capability):
             raise ConfigurationError(f"ModelFallback: duplicate model names in {models!r}")
         object.__setattr__(self, "models", tuple(models))
 
-    async def wrap_model_call(self, request: ModelCallRequest, next: NextModelCall) -> ModelResponse:
+    async def wrap_model_call(
+        self, request: ModelCallRequest, next: NextModelCall
+    ) -> ModelResponse:
         """Call the model; on `ModelRequestFailed` try each fallback; re-raise the first error."""
         try:
             return await next(request)

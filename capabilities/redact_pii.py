@@ -24,14 +24,13 @@ Where it applies (`apply_to`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from towline.errors import ConfigurationError, ContentBlocked
 from towline.messages import (
     Message,
-    ModelRequest,
     ModelResponse,
     RetryPart,
     TextPart,
@@ -92,14 +91,16 @@ def _as_frozenset(value: Any, allowed: tuple[str, ...], what: str) -> frozenset[
 class RedactPII(Capability):
     """Redact (or block) PII and secrets on input, model output and tool results."""
 
-    kinds: frozenset[PIIKind] = field(default_factory=lambda: frozenset(PII_KINDS))
-    """What to detect: `email`, `phone`, `credit_card`, `ip_address`, `iban`, `api_key`."""
+    kinds: Collection[PIIKind] = field(default_factory=lambda: frozenset(PII_KINDS))
+    """What to detect (stored as a frozenset): `email`, `phone`, `credit_card`, `ip_address`,
+    `iban`, `api_key`."""
     strategy: RedactStrategy = "redact"
     """`redact` (`[REDACTED_EMAIL]`), `mask` (`**** **** **** 1111`, `j***@example.com`),
     `hash` (`[EMAIL:<first 12 hex of sha256 of the normalised value>]`, deterministic, so
     equal values stay recognisably equal) or `block` (fail the run with `ContentBlocked`)."""
-    apply_to: frozenset[RedactTarget] = field(default_factory=lambda: frozenset(_TARGETS))
-    """Where: `input` (user prompts), `output` (model text), `tool_results`."""
+    apply_to: Collection[RedactTarget] = field(default_factory=lambda: frozenset(_TARGETS))
+    """Where (stored as a frozenset): `input` (user prompts), `output` (model text),
+    `tool_results`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", _as_frozenset(self.kinds, PII_KINDS, "kinds"))
@@ -170,7 +171,7 @@ class RedactPII(Capability):
                 kinds = ", ".join(sorted({m.kind for m in found}))
                 raise ContentBlocked(f"RedactPII blocked the run: {kinds} found in {where}")
             return text
-        redacted = redact_text(text, self.kinds, cast(Literal["redact", "mask", "hash"], self.strategy))
+        redacted = redact_text(text, self.kinds, self.strategy)
         return text if redacted == text else redacted
 
     def _value(self, value: Any, where: str) -> Any:
@@ -180,9 +181,9 @@ class RedactPII(Capability):
         if isinstance(value, dict):
             items = cast(dict[Any, Any], value)
             new = {k: self._value(v, where) for k, v in items.items()}
-            return value if all(new[k] is items[k] for k in items) else new
+            return items if all(new[k] is items[k] for k in items) else new
         if isinstance(value, list | tuple):
-            seq = cast(list[Any], list(cast(Iterable[Any], value)))
+            seq: list[Any] = list(cast(Iterable[Any], value))
             out = [self._value(v, where) for v in seq]
-            return value if all(a is b for a, b in zip(out, seq, strict=True)) else out
+            return cast(Any, value) if all(a is b for a, b in zip(out, seq, strict=True)) else out
         return value

@@ -14,11 +14,17 @@ workflow (visible and inspectable in the Temporal UI, id
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
 from towline.errors import ConfigurationError, ToolError
-from towline.results import RunInput, RunResult
+from towline.messages import Usage
+from towline.results import PartialRun, RunInput, RunResult
 from towline.tools import Tool, ToolContext, ToolResult
 
 from .base import Capability
@@ -71,12 +77,9 @@ class Subagent(Capability):
         return (self.agent,)
 
 
-def _delegate(child: str):
+def _delegate(child: str) -> Callable[[ToolContext, str], Awaitable[ToolResult]]:
     async def delegate(ctx: ToolContext, prompt: str) -> ToolResult:
         """Run the child agent on `prompt` as a child workflow; its output is the return."""
-        from temporalio import workflow
-        from temporalio.exceptions import ApplicationError, ChildWorkflowError
-
         from towline.workflows import current_run
 
         authority = sorted(current_run().authority())
@@ -91,10 +94,21 @@ def _delegate(child: str):
             )
         except ChildWorkflowError as e:
             cause = e.cause
-            reason = (cause.type or "failure") if isinstance(cause, ApplicationError) else (
-                type(cause).__name__ if cause is not None else "failure")
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
-            raise ToolError(f"sub-agent {child!r} failed ({reason}): {message}") from e
+            if isinstance(cause, ApplicationError):
+                reason, message, usage = cause.type or "failure", cause.message, _spent(cause)
+            else:
+                reason, message, usage = type(cause or e).__name__, str(cause or e), None
+            raise ToolError(f"sub-agent {child!r} failed ({reason}): {message}", usage) from e
         return ToolResult(content=result.output, usage=result.usage)
 
     return delegate
+
+
+def _spent(failure: ApplicationError) -> Usage | None:
+    """The usage a failed child run had incurred (from the partial run in its details)."""
+    if not failure.details:
+        return None
+    try:
+        return PartialRun.model_validate(failure.details[0]).usage
+    except ValidationError:
+        return None

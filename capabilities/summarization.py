@@ -107,7 +107,8 @@ class Summarization(Capability):
             summary=f"{self.model} · summarise {len(older)} messages · step {step}",
             timeout=self.timeout,
         )
-        summary = ModelRequest(parts=[UserPart(content=f"{self.summary_prefix}\n\n{response.text}")])
+        text = f"{self.summary_prefix}\n\n{response.text}"
+        summary = ModelRequest(parts=[UserPart(content=text)])
         return {"messages": [RemoveAll(), summary, *kept], "llm_usage": response.usage}
 
 

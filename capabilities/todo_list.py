@@ -10,6 +10,7 @@ every request, so it survives history windows and summaries.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -75,7 +76,7 @@ class TodoList(Capability):
     """Also append the current list, so the model sees it even when history is trimmed."""
 
     tools = (write_todos,)
-    state_schema = {"todos": []}
+    state_schema = MappingProxyType({"todos": []})
 
     def __post_init__(self) -> None:
         if not isinstance(self.instructions, str):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -91,4 +92,5 @@ class TodoList(Capability):
             return state
         base = state.agent.instructions
         text = "\n\n".join([base, *extra] if base else extra)
-        return state.model_copy(update={"agent": state.agent.model_copy(update={"instructions": text})})
+        agent = state.agent.model_copy(update={"instructions": text})
+        return state.model_copy(update={"agent": agent})

@@ -72,7 +72,9 @@ class ToolSelector(Capability):
             raise ConfigurationError("ToolSelector: always_include must hold tool names")
         object.__setattr__(self, "always_include", names)
 
-    async def wrap_model_call(self, request: ModelCallRequest, next: NextModelCall) -> ModelResponse:
+    async def wrap_model_call(
+        self, request: ModelCallRequest, next: NextModelCall
+    ) -> ModelResponse:
         """Select tools with the selector model, then call the model with the narrowed set."""
         from towline.workflows import call_model, current_run
 
@@ -136,7 +138,8 @@ def parse_selection(text: str, known: Sequence[str]) -> list[str] | None:
     """The known tool names in the selector's answer, in its order; None if unusable.
 
     `[]` is a valid answer (no tool is relevant); an answer without a JSON
-    array, or whose array names no known tool, is unusable. Accepts a bare array, an array inside prose or a code fence, an object with
+    array, or whose array names no known tool, is unusable. Accepts a bare
+    array, an array inside prose or a code fence, an object with
     a `tools` array, and entries that are `{"name": ...}` objects.
     """
     candidates: list[Any] = []

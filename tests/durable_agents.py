@@ -127,7 +127,7 @@ def _returns(messages: list[Message]) -> list[ToolReturnPart]:
 
 
 def _count_model_attempt(info: ModelInfo) -> None:
-    folder = effects_dir() / "model" / activity.info().workflow_id
+    folder = effects_dir() / "model" / (activity.info().workflow_id or "")
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / str(info.run_step)).open("a") as f:
         f.write(f"{activity.info().attempt}\n")
@@ -156,7 +156,7 @@ async def crash_model_script(messages: list[Message], info: ModelInfo) -> ModelR
         return _call("record", "before")
     if len(done) == 1:
         if activity.info().attempt == 1:
-            marker = effects_dir() / "model-started" / activity.info().workflow_id
+            marker = effects_dir() / "model-started" / (activity.info().workflow_id or "")
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text("1")
             await asyncio.sleep(SLOW_SECONDS)

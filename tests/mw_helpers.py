@@ -89,7 +89,7 @@ class Recorder:
 
     name: str
     answer: Callable[[int, list[Message], ModelInfo], ModelResponse | str]
-    seen: list[Seen] = field(default_factory=lambda: [])
+    seen: list[Seen] = field(default_factory=list)
 
     def model(self, **options: Any) -> FunctionModel:
         """The `FunctionModel` (registered under `name`)."""

@@ -20,8 +20,14 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from towline.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart
-from towline.messages import ToolReturnPart
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from towline.models import FunctionModel, ModelInfo
 from towline.results import PartialRun, RunResult
 
@@ -64,7 +70,7 @@ class Script:
     """The answer for run step 1, 2, ... in order."""
     name: str = ""
     """The model name; unique by default (a worker refuses two models with one name)."""
-    seen: list[Seen] = field(default_factory=lambda: [])
+    seen: list[Seen] = field(default_factory=list)
     """Every request received, in order."""
 
     def __post_init__(self) -> None:

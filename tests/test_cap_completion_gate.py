@@ -127,7 +127,8 @@ async def test_a_rubric_model_judges_and_its_usage_reaches_the_ledger(client: Cl
     assert "forty-two" in review
     main_usage = Usage(requests=1, input_tokens=10, output_tokens=5)
     assert result.counters.input_tokens == 2 * (main_usage.input_tokens + rubric_usage.input_tokens)
-    assert result.counters.output_tokens == 2 * (main_usage.output_tokens + rubric_usage.output_tokens)
+    output = 2 * (main_usage.output_tokens + rubric_usage.output_tokens)
+    assert result.counters.output_tokens == output
 
 
 def test_configuration_is_validated() -> None:
@@ -139,3 +140,13 @@ def test_configuration_is_validated() -> None:
         CompletionGate(rubric_model="m")
     with pytest.raises(ConfigurationError):
         CompletionGate(mentions_paris, max_attempts=0)
+
+
+def test_reviewer_verdicts_are_parsed() -> None:
+    from towline.capabilities.completion_gate import parse_verdict
+
+    assert parse_verdict("PASS") is None
+    assert parse_verdict("Verdict: pass. Nicely done.") is None
+    assert parse_verdict("FAIL\nToo vague.") == "Too vague."
+    assert parse_verdict("FAIL") == "The answer did not pass the completion check."
+    assert parse_verdict("I cannot tell.") is None

@@ -123,11 +123,12 @@ async def test_rejection_records_denied_and_the_model_is_told(client: Client) ->
         decision = ApprovalDecision(call_id="t1", reason="too much today")
         assert await handle.execute_update("reject", decision) == "rejected"
         result = await handle.result()
+        final_state = await handle.query("state")
 
     assert executed == []
     assert result.output == ("balance=succeeded:100; "
                              "transfer=denied:rejected by a reviewer: too much today")
-    assert (await handle.query("state"))["pending_approvals"] == {}
+    assert final_state["pending_approvals"] == {} and final_state["status"] == "succeeded"
     assert result.counters.tool_calls == 1  # only balance ran
 
 

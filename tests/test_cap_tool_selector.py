@@ -174,3 +174,15 @@ def test_configuration_is_validated() -> None:
         ToolSelector("m", max_tools=0)
     with pytest.raises(ConfigurationError):
         ToolSelector("m", always_include="clock")
+
+
+def test_selector_answers_are_parsed_robustly() -> None:
+    from towline.capabilities.tool_selector import parse_selection
+
+    known = ["weather", "stocks", "clock"]
+    assert parse_selection('["stocks", "weather"]', known) == ["stocks", "weather"]
+    assert parse_selection('Use these: ["clock", "nope", "clock"].', known) == ["clock"]
+    assert parse_selection('{"tools": [{"name": "weather"}]}', known) == ["weather"]
+    assert parse_selection("[]", known) == []
+    assert parse_selection('["nope"]', known) is None
+    assert parse_selection("weather and clock", known) is None

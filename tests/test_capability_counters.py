@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from pydantic import BaseModel
-from scripts import Script, assert_paired, call, calls, returns, text
 from temporalio.client import Client
 
+from scripts import Script, assert_paired, call, calls, returns, text
 from towline import Agent, Capability, Limits, ModelRequestState, ModelRetry, ToolContext, tool
 from towline.client import run
 from towline.errors import RunError

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from scripts import Script, assert_paired, call, calls, returns
 from temporalio.client import Client
 
+from scripts import Script, assert_paired, call, calls, returns
 from towline import (
     Agent,
     Capability,
+    Message,
     ModelRequest,
     ModelRequestState,
     ModelRetry,
@@ -40,8 +41,9 @@ def unused(x: int) -> int:
     return x
 
 
-def _redact(messages: list[ModelRequest | object]) -> list[ModelRequest | object]:
-    out: list[ModelRequest | object] = []
+def _redact(messages: list[Message]) -> list[Message]:
+    """The messages with the password replaced in user prompts."""
+    out: list[Message] = []
     for m in messages:
         if isinstance(m, ModelRequest):
             parts = [
@@ -64,7 +66,7 @@ class Select(Capability):
         ]
         return state.model_copy(update={
             "model": "other",
-            "request_messages": _redact(list(state.messages)),
+            "request_messages": _redact(state.messages),
             "settings": state.settings.model_copy(update={"temperature": 0.3}),
             "params": state.params.model_copy(update={"function_tools": chosen}),
             "agent": state.agent.model_copy(update={"instructions": "Edited instructions."}),

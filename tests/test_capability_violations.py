@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from scripts import Script, assert_paired, call, calls
 from temporalio.client import Client
 
+from scripts import Script, assert_paired, call, calls
 from towline import Agent, Capability, ModelRequestState, ToolContext, Usage, tool
 from towline.client import run
 from towline.errors import RunError

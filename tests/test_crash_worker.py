@@ -15,8 +15,6 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
-from temporalio.client import Client
-
 from durable_agents import (
     WorkerProcess,
     crash_model_agent,
@@ -26,6 +24,8 @@ from durable_agents import (
     model_attempts,
     wait_for_file,
 )
+from temporalio.client import Client
+
 from towline.client import start_run
 from towline.messages import ModelRequest, ModelResponse, ToolReturnPart
 from towline.plugin import TowlinePlugin

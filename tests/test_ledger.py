@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from scripts import Script, call, calls, text
 from temporalio.client import Client
 
+from scripts import Script, call, calls, text
 from towline import Agent, Capability, Limits, ModelRequestState, ModelRetry, tool
 from towline.client import run, start_run
 from towline.errors import RunError
@@ -78,7 +78,7 @@ def _c(**values: Any) -> Counters:
     return Counters(**{**base, **values})
 
 
-def _step(n: int) -> dict[str, int]:
+def _step(n: int) -> dict[str, Any]:
     """Requests and tokens after n model requests (FunctionModel's usage: 10 in, 5 out)."""
     return {"run_step": n, "requests": n, "input_tokens": 10 * n, "output_tokens": 5 * n}
 

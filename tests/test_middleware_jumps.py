@@ -7,10 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.client import Client
-
-from towline import Agent, Middleware, tool
-
 from mw_helpers import (
     Recorder,
     activity_types,
@@ -21,6 +17,9 @@ from mw_helpers import (
     texts_of,
     tool_returns,
 )
+from temporalio.client import Client
+
+from towline import Agent, Middleware, ModelResponse, tool
 
 
 def _completion_gate(state: dict[str, Any]) -> dict[str, Any] | None:
@@ -68,6 +67,21 @@ async def test_tools_jump_without_tools_ends_the_run_cleanly(client: Client) -> 
     assert len(model.seen) == 1
     assert activity_types(events) == ["towline.model_request"]
     assert "jump_to" not in result.state
+
+
+async def test_tools_jump_on_an_empty_response_ends_instead_of_retrying(client: Client) -> None:
+    def to_tools(state: dict[str, Any]) -> dict[str, Any]:
+        return {"jump_to": "tools"}
+
+    # without the jump, an empty response asks the model again (an output retry)
+    model = Recorder.script("mw-jump-tools-empty-model", ModelResponse(parts=[]))
+    agent = Agent(name="mw-jump-tools-empty", model=model.model(),
+                  capabilities=[Middleware("router", after_model=to_tools)])
+    result, _ = await run_agent(client, agent)
+
+    assert result.output is None
+    assert len(model.seen) == 1
+    assert result.counters.output_retries_used == 0
 
 
 async def test_tools_jump_with_pending_calls_runs_them(client: Client) -> None:

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from mw_helpers import Recorder, contents, run_agent, texts_of, user
 from temporalio.client import Client
 
-from towline import Agent, Middleware, ModelRequest, ModelResponse, Remove, RemoveAll, SystemPart
-from towline import TextPart
-
-from mw_helpers import Recorder, contents, run_agent, texts_of, user
+from towline import (
+    Agent,
+    Middleware,
+    ModelRequest,
+    ModelResponse,
+    Remove,
+    RemoveAll,
+    SystemPart,
+    TextPart,
+)
 
 HISTORY = [
     user("first question", id="m1"),

@@ -9,9 +9,11 @@ activity → `after_tool_execute`.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from mw_helpers import Recorder, activity_types, calls, run_agent, text, tool_returns
 from temporalio.client import Client
 
 from towline import (
@@ -30,8 +32,6 @@ from towline import (
 from towline.capabilities import NextModelCall
 from towline.messages import Message
 from towline.models import ModelInfo
-
-from mw_helpers import Recorder, activity_types, calls, run_agent, text, tool_returns
 
 
 def _recording_middleware(name: str, log: list[str]) -> Middleware:
@@ -174,7 +174,9 @@ class Gate(Capability):
     """A Capability subclass using the middleware family of hooks and contributions."""
 
     tools = (cap_lookup,)
-    state_schema = {"gate_seen": 0, "gate_log": ([], lambda old, new: [*old, *new])}
+    state_schema = MappingProxyType(
+        {"gate_seen": 0, "gate_log": ([], lambda old, new: [*old, *new])}
+    )
 
     def before_model(self, state: dict[str, Any]) -> dict[str, Any]:
         _SUB.append("before_model")

@@ -15,14 +15,6 @@ import operator
 from typing import Any
 
 import pytest
-from temporalio.client import Client
-
-from towline import Agent, Middleware, ModelCallRequest, ModelResponse, tool
-from towline.capabilities import NextModelCall
-from towline.messages import Message
-from towline.models import ModelInfo
-from towline.testing import towline_worker
-
 from mw_helpers import (
     Recorder,
     activity_types,
@@ -35,6 +27,11 @@ from mw_helpers import (
     tool_returns,
     user,
 )
+from temporalio.client import Client
+
+from towline import Agent, Middleware, ModelCallRequest, ModelResponse, tool
+from towline.capabilities import NextModelCall
+from towline.testing import towline_worker
 
 _started = asyncio.Event()
 _release = asyncio.Event()
@@ -209,11 +206,12 @@ async def test_invalid_update_fails_the_run_naming_middleware_and_hook(
         ran.append("later hook")
 
     model = Recorder.script(f"mw-invalid-{hook}-{fn.__name__}", calls(("side_effect", {})))
-    # `bad` runs first on the way in; on the way out (after_model is last → first) it runs
-    # first when it is listed last
-    bad = Middleware("bad_mw", **{hook: fn})
-    later_mw = Middleware("later_mw", **{hook: later})
-    order = [bad, later_mw] if hook == "before_model" else [later_mw, bad]
+    # `bad_mw` runs before `later_mw`: listed first for before_model (first → last),
+    # listed last for after_model (last → first)
+    if hook == "before_model":
+        order = [Middleware("bad_mw", before_model=fn), Middleware("later_mw", before_model=later)]
+    else:
+        order = [Middleware("later_mw", after_model=later), Middleware("bad_mw", after_model=fn)]
     agent = Agent(name=f"mw-invalid-{hook}-{fn.__name__}", model=model.model(),
                   tools=[side_effect], capabilities=order)
     err = await fail_agent(client, agent)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mw_helpers import Recorder, activity_types, fail_agent, ledger, run_agent, texts_of, user
 from temporalio.client import Client
 
 from towline import Agent, Limits, Middleware, RemoveAll, Usage
 from towline.workflows import call_model
-
-from mw_helpers import Recorder, activity_types, fail_agent, ledger, run_agent, texts_of, user
 
 MODEL_USAGE = Usage(requests=1, input_tokens=10, output_tokens=5)
 
@@ -24,7 +23,9 @@ def _reporting(name: str, hook: str, usage: Any) -> Middleware:
     def report(state: dict[str, Any]) -> dict[str, Any]:
         return {"llm_usage": usage}
 
-    return Middleware(name, **{hook: report})
+    if hook == "before_model":
+        return Middleware(name, before_model=report)
+    return Middleware(name, after_model=report)
 
 
 async def test_two_hooks_llm_usage_is_added_to_the_ledger(client: Client) -> None:

@@ -7,6 +7,8 @@ offered to the model and are not executable in that turn.
 from __future__ import annotations
 
 from datetime import timedelta
+
+from mw_helpers import Recorder, activity_types, calls, run_agent, text, tool_returns
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
@@ -15,8 +17,6 @@ from towline.capabilities import NextModelCall
 from towline.errors import ModelRequestFailed
 from towline.messages import Message
 from towline.models import FunctionModel, ModelHTTPError, ModelInfo
-
-from mw_helpers import Recorder, activity_types, calls, run_agent, text, tool_returns
 
 
 async def test_narrowed_tools_are_offered_and_executable_alone(client: Client) -> None:

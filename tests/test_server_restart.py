@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
-
 from durable_agents import (
     EFFECTS_ENV,
     SLOW_ENV,
@@ -23,6 +21,8 @@ from durable_agents import (
     model_attempts,
     wait_for_file,
 )
+from temporalio.client import Client
+
 from towline.client import start_run
 from towline.devserver import DevServerProcess
 from towline.messages import ModelResponse

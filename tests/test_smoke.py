@@ -27,3 +27,17 @@ async def test_test_model_runs_tool_and_answers(client: Client) -> None:
     statuses = [p.status for m in result.messages if m.kind == "request"
                 for p in m.parts if p.part_kind == "tool_return"]
     assert statuses == ["succeeded"]
+
+
+async def test_worker_given_the_plugin_over_a_plain_client(client: Client, task_queue: str) -> None:
+    """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as DESIGN.md promises."""
+    from temporalio.worker import Worker
+
+    from towline import TowlinePlugin
+    from towline.client import connect
+
+    target = client.service_client.config.target_host
+    async with Worker(client, task_queue=task_queue, plugins=[TowlinePlugin([agent])]):
+        tclient = await connect(target, client.namespace)
+        result = await run(tclient, agent, "add", task_queue=task_queue)
+    assert result.output == '{"add": 2}'

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from scripts import Script, assert_paired, call, calls, returns
 from temporalio.client import Client
 
+from scripts import Script, assert_paired, call, calls, returns
 from towline import (
     Agent,
     Capability,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from temporalio.client import Client  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+from durable_agents import AGENTS
+from temporalio.client import Client
+from temporalio.worker import Worker
 
-from durable_agents import AGENTS  # noqa: E402
-from towline.plugin import TowlinePlugin  # noqa: E402
+from towline.plugin import TowlinePlugin
 
 
 async def serve(address: str, namespace: str, task_queue: str) -> None:

@@ -62,12 +62,12 @@ def _connection(parser: argparse.ArgumentParser) -> None:
                        help="namespace (default: TEMPORAL_NAMESPACE or 'default')")
 
 
-def _server(parser: argparse.ArgumentParser, what: str) -> None:
+def _server(parser: argparse.ArgumentParser, what: str, port_default: str) -> None:
     group = parser.add_argument_group(f"embedded server ({what})")
     group.add_argument("--state-dir", default=".towline", metavar="DIR",
                        help="folder of the SQLite database (default: .towline)")
     group.add_argument("--port", type=_port, metavar="PORT",
-                       help="gRPC port (default: 7233, or a free port if taken)")
+                       help=f"gRPC port (default: {port_default}, or a free port if taken)")
     group.add_argument("--ui-port", type=_port, metavar="PORT",
                        help="Temporal UI port (default: 8233, or a free port if taken)")
 
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "attributes registered, and a worker for the agents named with --agent.")
     p.add_argument("--agent", action="append", metavar="MODULE:ATTR",
                    help="an agent (or list of agents) to serve; repeatable")
-    _server(p, "what `towline dev` starts")
+    _server(p, "what `towline dev` starts", "7233")
     p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
     _queue(p)
     p.set_defaults(handler=cli_server.dev_command)
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
                    help="how long to try reaching the server before embedding one (default: 3)")
     _connection(p)
-    _server(p, "only if no server answers")
+    _server(p, "only if no server answers", "the configured address's port")
     p.set_defaults(handler=cli_run.run_command)
 
     p = sub.add_parser("show", help="print a run's status, counters, usage and conversation",

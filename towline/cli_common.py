@@ -90,7 +90,7 @@ def _import_target(spec: str) -> Any:
                 f"(looked in {cwd} and the installed packages)", EXIT_USAGE,
             ) from None
         raise CliError(f"importing {module_name!r} failed: {one_line(e)}") from None
-    except Exception as e:  # the user's module raised while importing
+    except Exception as e:  # noqa: BLE001 - the user's module raised while importing
         raise CliError(f"importing {module_name!r} failed: {type(e).__name__}: {one_line(e)}") from None
     value: Any = module
     for part in attr.split("."):
@@ -168,7 +168,7 @@ def resolve_target(address: str | None, namespace: str | None) -> Target:
     """Read Temporal's environment configuration (TEMPORAL_ADDRESS, profiles) with overrides."""
     try:
         config = connect_config(address, namespace)
-    except Exception as e:  # a malformed temporal.toml or environment value
+    except Exception as e:  # noqa: BLE001 - a malformed temporal.toml or environment value
         raise CliError(f"cannot read the Temporal client configuration: {one_line(e)}") from None
     return Target(config)
 

@@ -55,6 +55,8 @@ _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
 _QUERY_TIMEOUT = timedelta(seconds=2)
+IDLE_HINT_AFTER = 10.0
+"""Seconds without any progress after which `towline run` asks whether a worker is running."""
 
 
 class Progress:
@@ -71,6 +73,10 @@ class Progress:
     def _say(self, line: str) -> None:
         if not self.quiet:
             say(line)
+
+    def hint(self, line: str) -> None:
+        """A one-off remark about the run (shown even when nothing else is)."""
+        self._say(line)
 
     def messages(self, messages: list[Message]) -> None:
         """Print the messages not printed yet (by stable id), in order."""
@@ -126,7 +132,7 @@ async def _poll(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
     try:
         state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
         raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, asyncio.TimeoutError):
+    except (TimeoutError, RPCError, WorkflowQueryFailedError):
         return
     try:
         progress.messages(_MESSAGES.validate_python(raw))
@@ -141,6 +147,8 @@ async def _follow(
     """Wait for the result while printing progress; None if interrupted (Ctrl-C)."""
     result = asyncio.ensure_future(handle.result())
     stopped = asyncio.ensure_future(stop.wait())
+    loop = asyncio.get_running_loop()
+    hint_at = loop.time() + IDLE_HINT_AFTER
     try:
         while True:
             done, _ = await asyncio.wait({result, stopped}, timeout=POLL_INTERVAL,
@@ -151,6 +159,9 @@ async def _follow(
                 result.cancel()
                 return None
             await _poll(handle, progress)
+            if not progress.printed and loop.time() > hint_at:
+                hint_at = float("inf")
+                progress.hint("no progress yet: is a worker for this agent polling the task queue?")
     finally:
         stopped.cancel()
 
@@ -182,7 +193,7 @@ async def _connect_or_embed(
     say(f"No Temporal server at {target.address}; starting an embedded one "
         f"(state in {Path(args.state_dir) / 'temporal.db'})")
     embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
-    stack.push_async_callback(embedded.stop)
+    stack.push_async_callback(embedded.kill)
     for note in notes:
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "

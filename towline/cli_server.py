@@ -86,6 +86,15 @@ class Embedded:
         """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
         await self.process.stop()
 
+    async def kill(self) -> None:
+        """Stop the server at once (SIGKILL).
+
+        Safe for the data: every change is a committed SQLite transaction, which a killed
+        process cannot tear (the server-restart test kills the server mid-run). It saves the
+        two seconds a graceful shutdown takes, after each `towline run`.
+        """
+        self.process.kill()
+
 
 def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
     """`requested` if free (else `CliError`); otherwise `default`, or a free port if it is taken."""

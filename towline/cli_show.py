@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,7 +37,7 @@ from towline.cli_common import (
 )
 from towline.client import run_error
 from towline.ledger import MEMO_KEY, decode_counters
-from towline.messages import Message, ModelRequest, ModelResponse, Usage
+from towline.messages import Message, ModelRequest, Usage
 from towline.results import Counters, RunResult
 
 __all__ = [
@@ -99,11 +100,11 @@ def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
         f"  run_step             {counters.run_step}   (max_steps {counters.max_steps})",
         f"  tool_calls           {counters.tool_calls}",
         f"  requests             {counters.requests}",
-        f"  output_retries_used  {counters.output_retries_used}   "
-        f"(output_retries {counters.output_retries})",
+        (f"  output_retries_used  {counters.output_retries_used}   "
+         f"(output_retries {counters.output_retries})"),
         f"  tool_retries         {retries}",
-        f"  tokens               {counters.input_tokens} in, {counters.output_tokens} out, "
-        f"{counters.total_tokens} total",
+        (f"  tokens               {counters.input_tokens} in, "
+         f"{counters.output_tokens} out, {counters.total_tokens} total"),
     ]
     if usage is not None:
         lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens, "
@@ -121,7 +122,7 @@ def _memo_counters(desc: WorkflowExecutionDescription) -> Counters | None:
         return None
     try:
         return decode_counters(fields[MEMO_KEY])
-    except Exception:  # an unreadable memo is shown as absent, not as a crash
+    except Exception:  # noqa: BLE001 - an unreadable memo is shown as absent, not as a crash
         return None
 
 
@@ -134,14 +135,56 @@ async def _describe(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescri
         raise CliError(f"cannot describe workflow {handle.id!r}: {one_line(e)}") from None
 
 
-async def _running_view(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
-    """State and messages from the queries, or None if no worker answers."""
+@dataclass
+class _View:
+    """What `towline show` prints about a run, gathered from wherever it is available."""
+
+    header: list[str]
+    counters: Counters | None = None
+    usage: Usage | None = None
+    messages: list[Message] | None = None
+    notes: list[str] = field(default_factory=list[str])
+
+
+async def _read_running(view: _View, handle: WorkflowHandle[Any, Any]) -> None:
+    """State and messages from the queries (a worker answers them)."""
     try:
         state: dict[str, Any] = await handle.query("state", rpc_timeout=QUERY_TIMEOUT)
         raw: Any = await handle.query("messages", rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError):
-        return None
-    return {"state": state, "messages": _MESSAGES.validate_python(raw)}
+        view.notes.append("(no worker answered the queries; counters are from the ledger memo)")
+        return
+    view.messages = _MESSAGES.validate_python(raw)
+    if "counters" in state:
+        view.counters = Counters.model_validate(state["counters"])
+        view.usage = Usage.model_validate(state["usage"])
+    view.header.append(f"Run state {state.get('status', '?')}")
+    pending: dict[str, dict[str, Any]] = state.get("pending_approvals") or {}
+    for call_id, info in pending.items():
+        call = format_call(str(info.get("tool_name")), dict(info.get("args") or {}))
+        view.notes.append(f"Waiting for approval: {call}  call id {call_id}  "
+                          f"(towline approve {handle.id} {call_id})")
+
+
+async def _read_completed(view: _View, client: Client, desc: WorkflowExecutionDescription) -> None:
+    """Counters, usage, conversation and output from the run's result."""
+    handle = client.get_workflow_handle(desc.id, run_id=desc.run_id, result_type=RunResult)
+    result = await handle.result()
+    view.counters, view.usage, view.messages = result.counters, result.usage, result.messages
+    output = result.output
+    view.notes += ["Output:", output if isinstance(output, str) else json.dumps(output, indent=2)]
+
+
+async def _read_failed(view: _View, handle: WorkflowHandle[Any, Any]) -> None:
+    """The failure reason, and the partial run its details carry."""
+    try:
+        await handle.result()
+    except WorkflowFailureError as e:
+        err = run_error(e)
+        view.header.append(f"Failure   {err.reason}: {one_line(err.message)}")
+        partial = err.partial
+        if partial is not None:
+            view.counters, view.usage, view.messages = partial.counters, partial.usage, partial.messages
 
 
 async def show_command(args: Any) -> int:
@@ -153,51 +196,28 @@ async def show_command(args: Any) -> int:
     if desc.workflow_type != "AgentRun":
         raise CliError(f"workflow {args.workflow_id!r} is a {desc.workflow_type}, not an AgentRun")
     status = desc.status.name if desc.status is not None else "UNKNOWN"
-    out: list[str] = [
+    view = _View(header=[
         f"Run       {desc.id}  (run id {desc.run_id})",
         f"Status    {status}",
         f"Queue     {desc.task_queue}",
         f"Started   {_when(desc.start_time)}   Closed {_when(desc.close_time)}",
-    ]
+    ], counters=_memo_counters(desc))
     url = workflow_url(ui_base(target, args.ui_url), target.namespace, desc.id)
     if url:
-        out.append(f"UI        {url}")
-    counters, usage, messages, extra = _memo_counters(desc), None, None, []
+        view.header.append(f"UI        {url}")
     if desc.status == WorkflowExecutionStatus.RUNNING:
-        view = await _running_view(handle)
-        if view is None:
-            extra.append("(no worker answered the queries; counters are from the ledger memo)")
-        else:
-            state = view["state"]
-            messages = view["messages"]
-            if "counters" in state:
-                counters = Counters.model_validate(state["counters"])
-                usage = Usage.model_validate(state["usage"])
-            out.append(f"Run state {state.get('status', '?')}")
-            for call_id, pending in (state.get("pending_approvals") or {}).items():
-                call = format_call(str(pending.get("tool_name")), dict(pending.get("args") or {}))
-                extra.append(f"Waiting for approval: {call}  call id {call_id}  "
-                             f"(towline approve {desc.id} {call_id})")
+        await _read_running(view, handle)
     elif desc.status == WorkflowExecutionStatus.COMPLETED:
-        result: RunResult = await handle.result(result_type=RunResult)
-        counters, usage, messages = result.counters, result.usage, result.messages
-        extra.append("Output:")
-        output = result.output
-        extra.append(output if isinstance(output, str) else json.dumps(output, indent=2))
+        await _read_completed(view, client, desc)
     elif desc.status == WorkflowExecutionStatus.FAILED:
-        try:
-            await handle.result()
-        except WorkflowFailureError as e:
-            err = run_error(e)
-            out.append(f"Failure   {err.reason}: {one_line(err.message)}")
-            if err.partial is not None:
-                counters, usage, messages = err.partial.counters, err.partial.usage, err.partial.messages
-    if counters is not None:
-        out.extend(counters_lines(counters, usage))
-    out.extend(extra)
-    if messages is not None:
+        await _read_failed(view, handle)
+    out = list(view.header)
+    if view.counters is not None:
+        out.extend(counters_lines(view.counters, view.usage))
+    out.extend(view.notes)
+    if view.messages is not None:
         out.append("Conversation:")
-        out.extend(conversation_lines(messages) or ["  (empty)"])
+        out.extend(conversation_lines(view.messages) or ["  (empty)"])
     print("\n".join(out))
     return 0
 
@@ -205,10 +225,9 @@ async def show_command(args: Any) -> int:
 async def _update(handle: WorkflowHandle[Any, Any], name: str, call_id: str, reason: str | None) -> str:
     from towline.workflows import ApprovalDecision
 
-    result: str = await handle.execute_update(
-        name, ApprovalDecision(call_id=call_id, reason=reason), result_type=str
-    )
-    return result
+    decision = ApprovalDecision(call_id=call_id, reason=reason)
+    result: Any = await handle.execute_update(name, decision, result_type=str)  # pyright: ignore[reportUnknownMemberType]
+    return str(result)
 
 
 async def decision_command(args: Any) -> int:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.exceptions import ApplicationError
 
 if TYPE_CHECKING:
+    from towline.messages import Usage
     from towline.results import PartialRun
 
 __all__ = [
@@ -79,11 +80,16 @@ class ModelRetry(TowlineError):
 
 
 class ToolError(TowlineError):
-    """Raised by a tool that failed *without* effect; the model is told (status `failed`)."""
+    """Raised by a tool that failed *without* effect; the model is told (status `failed`).
 
-    def __init__(self, message: str) -> None:
+    `usage` is model usage the failed tool still incurred (e.g. a sub-agent that
+    failed after some model calls); the runtime folds it into the run's ledger.
+    """
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.usage = usage
 
 
 class ToolDenied(TowlineError):

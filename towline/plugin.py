@@ -9,11 +9,13 @@ a worker starts it registers the towline search attributes (idempotently).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
@@ -44,7 +46,18 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
 
 def _converter(existing: DataConverter | None) -> DataConverter:
-    return pydantic_data_converter
+    """The pydantic payload converter, keeping any codec or failure converter configured."""
+    if existing is None:
+        return pydantic_data_converter
+    if existing.payload_converter_class is PydanticPayloadConverter:
+        return existing
+    return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+
+
+def _with_agent_run(existing: Sequence[type] | None) -> Sequence[type]:
+    """Add `AgentRun` unless already listed (e.g. `Replayer(workflows=[AgentRun], plugins=...)`)."""
+    workflows = list(existing or [])
+    return workflows if AgentRun in workflows else [*workflows, AgentRun]
 
 
 class TowlinePlugin(SimplePlugin):
@@ -62,7 +75,7 @@ class TowlinePlugin(SimplePlugin):
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
             data_converter=_converter,
-            workflows=[AgentRun],
+            workflows=_with_agent_run,
             activities=activities,
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
@@ -96,7 +109,15 @@ class TowlinePlugin(SimplePlugin):
         """Also make the agents resolvable on this worker's task queue."""
         queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
         register_agents(self.agents, queue)
-        return super().configure_worker(config)
+        config = super().configure_worker(config)
+        client = config.get("client")
+        if client is not None and client.data_converter.payload_converter_class is not PydanticPayloadConverter:
+            # A worker given the plugin directly, over a client without it: its payloads
+            # still need the pydantic converter (same connection, converted payloads).
+            client_config = client.config()
+            client_config["data_converter"] = _converter(client.data_converter)
+            config["client"] = Client(**client_config)
+        return config
 
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]

@@ -22,6 +22,7 @@ from towline.errors import (
     InternalError,
     MaxStepsExceeded,
     OutputRetriesExhausted,
+    PayloadTooLarge,
     RunCancelled,
     RunFailure,
     UnknownAgent,
@@ -42,7 +43,7 @@ from towline.tools import ToolCall, ToolContext
 
 from .hooks import schema_defaults
 from towline.request_refs import REQUEST_QUERY, RequestBook
-from .run import Run
+from .run import PAYLOAD_LIMIT, Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 
@@ -66,6 +67,20 @@ class SendInput(BaseModel):
 
 _FINAL = object()
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def _result(run: Run, output: Any) -> RunResult:
+    return RunResult(
+        output=output, messages=run.messages, usage=run.usage, counters=run.counters,
+        state=run.state, run_id=run.run_id,
+    )
+
+
+def _check_fits(value: Any, what: str) -> None:
+    """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
+    size = workflow.payload_converter().to_payloads([value])[0].ByteSize()
+    if size > PAYLOAD_LIMIT:
+        raise PayloadTooLarge(f"{what} is {size} bytes, over the {PAYLOAD_LIMIT}-byte payload limit")
 
 
 @workflow.defn(name="AgentRun")
@@ -92,16 +107,14 @@ class AgentRun:
         run.confirm()
         try:
             output = await self._loop(run, inp)
+            _check_fits(_result(run, output), "the run's result")
         except RunFailure as failure:
             raise self._fail(run, failure) from None
         except ValidationError as e:
             raise self._fail(run, InternalError(f"invalid value: {e}")) from None
         run.confirm("succeeded")
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return RunResult(
-            output=output, messages=run.messages, usage=run.usage, counters=run.counters,
-            state=run.state, run_id=run.run_id,
-        )
+        return _result(run, output)
 
     def _start(self, agent: Agent, inp: RunInput) -> Run:
         limits = inp.limits or agent.limits
@@ -154,7 +167,7 @@ class AgentRun:
                 )
             if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
-            if self._should_continue_as_new(inp):
+            if self._should_continue_as_new(run, inp):
                 await self._continue_as_new(run, inp)
             outcome = await run_turn(run, run.counters.run_step + 1)
             total = limits.total_tokens_limit
@@ -259,12 +272,18 @@ class AgentRun:
         if self._cancelled:
             raise RunCancelled("the run was cancelled")
 
-    def _should_continue_as_new(self, inp: RunInput) -> bool:
-        """Temporal suggests it, or the history passed the run's test threshold."""
+    def _should_continue_as_new(self, run: Run, inp: RunInput) -> bool:
+        """Temporal suggests it, or the history passed the run's test threshold.
+
+        Only once this execution has made a step: an execution that continued
+        before its first step would continue again at once, forever.
+        """
         info = workflow.info()
         after = inp.continue_as_new_after_events
-        return info.is_continue_as_new_suggested() or (
-            after is not None and info.get_current_history_length() > after
+        started_at = inp.resume.counters.run_step if inp.resume is not None else 0
+        return run.counters.run_step > started_at and (
+            info.is_continue_as_new_suggested()
+            or (after is not None and info.get_current_history_length() > after)
         )
 
     async def _continue_as_new(self, run: Run, inp: RunInput) -> None:
@@ -273,10 +292,9 @@ class AgentRun:
             messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
             pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
         )
-        workflow.continue_as_new(
-            inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None}),
-            memo={MEMO_KEY: to_proto(run.counters)},
-        )
+        carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
+        _check_fits(carried, "the input that continue-as-new would carry")
+        workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
 
     # --- approvals (used by the ToolApproval capability) -------------------------------
 

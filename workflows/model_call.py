@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from towline.activities.io import ModelActivityInput
 from towline.activities.model_request import MODEL_ACTIVITY
@@ -24,6 +24,10 @@ from towline.request_refs import RequestBook
 from .run import PAYLOAD_LIMIT
 
 __all__ = ["call_model"]
+
+_TOO_LARGE = ("PayloadTooLarge", "PayloadsTooLarge")
+"""Activity failure types of a response over the payload limit: the model activity's
+own check, and the SDK's (`PayloadsTooLarge`) should a response slip past it."""
 
 
 async def call_model(
@@ -65,6 +69,8 @@ async def call_model(
         )
     except ActivityError as e:
         cause = e.cause or e
+        if isinstance(cause, ApplicationError) and cause.type in _TOO_LARGE:
+            raise PayloadTooLarge(f"model {model!r} answered too large a response: {cause}") from e
         raise ModelRequestFailed(f"model {model!r} failed: {cause}") from e
     finally:
         if isinstance(book, RequestBook) and key is not None:

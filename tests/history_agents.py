@@ -1,0 +1,264 @@
+"""The agents whose recorded histories live in `tests/histories/` — keep them stable forever.
+
+A committed history names its agent, and replaying it runs today's `AgentRun`
+code for that agent against yesterday's events. So these definitions (names,
+tools, capabilities, limits, output types) must never change: a change here
+would make the replay test compare the engine with a different agent. To
+cover new behaviour, add a new agent (and record its history with
+`python scripts/record_history.py`); never edit one below.
+
+The model scripts only matter when recording (replay never calls a model);
+they are deterministic so that re-recording gives the same conversations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from towline import (
+    Agent,
+    Capability,
+    Limits,
+    Middleware,
+    ModelRequestState,
+    ModelSettings,
+    ToolCall,
+    ToolContext,
+    ToolReturn,
+    tool,
+)
+from towline.errors import ModelRetry
+from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from towline.models import FunctionModel, ModelInfo
+from towline.results import RunInput
+
+__all__ = ["HISTORY_AGENTS", "RECORDINGS", "Recording"]
+
+
+def _returns(messages: list[Message]) -> list[ToolReturnPart]:
+    return [
+        p for m in messages if isinstance(m, ModelRequest)
+        for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+
+
+def _calls(*calls: tuple[str, dict[str, Any]]) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(tool_name=n, args=a) for n, a in calls])
+
+
+# --- tools, with a retry ------------------------------------------------------------------
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather in `city`."""
+    return f"sunny in {city}"
+
+
+@tool(max_retries=2)
+def flaky(ctx: ToolContext, n: int) -> int:
+    """Doubles `n`, but asks for a retry on its first consecutive call."""
+    if ctx.retry == 0:
+        raise ModelRetry("try again with the same number")
+    return 2 * n
+
+
+def tools_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Two parallel calls (one asks for a retry), the retried call, then the answer."""
+    done = _returns(messages)
+    if not done:
+        return _calls(("lookup", {"city": "Paris"}), ("flaky", {"n": 3}))
+    if len(done) == 2:
+        return _calls(("flaky", {"n": 3}))
+    return "; ".join(f"{r.tool_name}={r.content}" for r in done if r.status == "succeeded")
+
+
+tools_agent = Agent(
+    name="history-tools", model=FunctionModel(tools_script, model_name="history-tools-model"),
+    instructions="Use the tools.", tools=[lookup, flaky],
+)
+
+
+# --- a capability with before/after hooks ----------------------------------------------
+
+
+@tool
+def shout(text: str) -> str:
+    """Echo `text`."""
+    return text
+
+
+@dataclass(frozen=True)
+class Polish(Capability):
+    """Windows what is sent, sets the temperature, and edits tool arguments and answers."""
+
+    window: int = 3
+
+    def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
+        return state.model_copy(update={
+            "request_messages": state.messages[-self.window:],
+            "settings": state.settings.model_copy(update={"temperature": 0.5}),
+        })
+
+    def after_model_request(self, state: ModelRequestState) -> ModelRequestState:
+        response = state.response
+        assert response is not None
+        if response.text:
+            parts = [p.model_copy(update={"content": p.content + "!"}) if p.part_kind == "text"
+                     else p for p in response.parts]
+            return state.model_copy(update={"response": response.model_copy(update={"parts": parts})})
+        return state
+
+    def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:
+        return call.model_copy(update={"args": {"text": str(call.args["text"]).upper()}})
+
+    def after_tool_execute(self, ctx: ToolContext, call: ToolCall, result: ToolReturn) -> None:
+        return None
+
+
+def capability_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    done = _returns(messages)
+    if not done:
+        return _calls(("shout", {"text": "hello"}))
+    return f"said {done[0].content}"
+
+
+capability_agent = Agent(
+    name="history-capability",
+    model=FunctionModel(capability_script, model_name="history-capability-model"),
+    tools=[shout], capabilities=[Polish()],
+)
+
+
+# --- a middleware with state and a jump ------------------------------------------------------
+
+
+def _append(old: list[str] | None, new: list[str]) -> list[str]:
+    return [*(old or []), *new]
+
+
+def count_pass(state: dict[str, Any]) -> dict[str, Any]:
+    return {"passes": state["passes"] + 1, "log": [f"pass {state['passes'] + 1}"]}
+
+
+def gate(state: dict[str, Any]) -> dict[str, Any] | None:
+    """Bounce a draft answer back to the model once."""
+    last = state["messages"][-1]
+    if isinstance(last, ModelResponse) and last.text.startswith("draft"):
+        return {"jump_to": "model", "log": ["bounced"]}
+    return None
+
+
+def middleware_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    drafts = sum(1 for m in messages if isinstance(m, ModelResponse) and m.text.startswith("draft"))
+    return "draft answer" if drafts == 0 else "final answer"
+
+
+middleware_agent = Agent(
+    name="history-middleware",
+    model=FunctionModel(middleware_script, model_name="history-middleware-model"),
+    capabilities=[Middleware(
+        "gate", before_model=count_pass, after_model=gate,
+        state_schema={"passes": 0, "log": ([], _append)},
+    )],
+)
+
+
+# --- structured output, with one invalid attempt --------------------------------------------
+
+
+class Forecast(BaseModel):
+    """The final forecast."""
+
+    city: str
+    high: int
+
+
+def structured_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    out = info.output_tools[0].name
+    tried = any(r.tool_name == out for r in _returns(messages))
+    args: dict[str, Any] = {"city": "Oslo", "high": 4} if tried else {"city": "Oslo"}
+    return ModelResponse(parts=[ToolCallPart(tool_name=out, args=args, kind="output")])
+
+
+structured_agent = Agent(
+    name="history-structured",
+    model=FunctionModel(structured_script, model_name="history-structured-model"),
+    output_type=Forecast,
+)
+
+
+# --- a failed run -------------------------------------------------------------------------------
+
+
+@tool(max_retries=1)
+def stubborn(n: int) -> int:
+    """Always asks for another try."""
+    raise ModelRetry(f"{n} is not accepted")
+
+
+def failing_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    return _calls(("stubborn", {"n": info.run_step}))
+
+
+failing_agent = Agent(
+    name="history-failed",
+    model=FunctionModel(failing_script, model_name="history-failed-model"),
+    tools=[stubborn], limits=Limits(max_steps=10),
+)
+
+
+# --- continue-as-new ------------------------------------------------------------------------------
+
+
+@tool
+def tick(n: int) -> int:
+    """Returns `n`."""
+    return n
+
+
+def ticking_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if info.run_step <= 4:
+        return _calls(("tick", {"n": info.run_step}))
+    return f"ticked {len(_returns(messages))} times"
+
+
+ticking_agent = Agent(
+    name="history-continue-as-new",
+    model=FunctionModel(ticking_script, model_name="history-ticking-model"),
+    tools=[tick], settings=ModelSettings(max_tokens=100),
+    model_timeout=timedelta(seconds=30),
+)
+
+
+HISTORY_AGENTS = [
+    tools_agent, capability_agent, middleware_agent, structured_agent, failing_agent,
+    ticking_agent,
+]
+"""Every agent a committed history names."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recorded run: its workflow id (the file name) and its input."""
+
+    workflow_id: str
+    input: RunInput
+
+
+RECORDINGS = [
+    Recording("history-tools", RunInput(agent="history-tools", prompt="weather and maths")),
+    Recording("history-capability", RunInput(agent="history-capability", prompt="say hello")),
+    Recording("history-middleware", RunInput(agent="history-middleware", prompt="answer well")),
+    Recording("history-structured", RunInput(agent="history-structured", prompt="forecast")),
+    Recording("history-failed", RunInput(agent="history-failed", prompt="insist")),
+    Recording(
+        "history-continue-as-new",
+        RunInput(agent="history-continue-as-new", prompt="tick", continue_as_new_after_events=25),
+    ),
+]
+"""What `scripts/record_history.py` runs (every execution of each is written)."""
