@@ -37,6 +37,7 @@ from towline.cli_common import (
 )
 from towline.cli_server import (
     DEFAULT_UI_PORT,
+    GRACEFUL_SHUTDOWN,
     Embedded,
     choose_port,
     say,
@@ -225,7 +226,8 @@ async def run_command(args: Any) -> int:
     async with AsyncExitStack() as stack:
         client, base, embedded = await _connect_or_embed(args, target, agent, stack)
         if not args.no_worker:
-            await stack.enter_async_context(Worker(client, task_queue=args.task_queue))
+            await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
+                                                   graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
         try:
             handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
                                      id=args.id, limits=limits)

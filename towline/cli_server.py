@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_PORT",
     "DEFAULT_UI_PORT",
     "DB_FILENAME",
+    "GRACEFUL_SHUTDOWN",
     "LOG_FILENAME",
     "Embedded",
     "start_embedded",
@@ -50,6 +52,12 @@ DEFAULT_PORT = 7233
 """The gRPC port of the embedded dev server (Temporal's default)."""
 DEFAULT_UI_PORT = 8233
 """The port of the embedded server's Temporal UI."""
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""How long a stopping CLI worker lets running tool and model activities finish.
+
+An activity cut off mid-way may have taken effect: a non-idempotent tool is then recorded
+`unknown` and its run fails with `UncertainToolEffect`, so Ctrl-C / SIGTERM give running
+calls a chance to complete (their results are recorded, and a later worker goes on)."""
 DB_FILENAME = "temporal.db"
 """The SQLite file in the state directory."""
 LOG_FILENAME = "temporal.log"
@@ -150,7 +158,8 @@ async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop:
     if not agents:
         await stop.wait()
         return
-    worker = Worker(with_plugin(client, agents), task_queue=task_queue)
+    worker = Worker(with_plugin(client, agents), task_queue=task_queue,
+                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     async with worker:
         await stop.wait()
 
