@@ -22,6 +22,6 @@ async def search_attributes() -> list[str]:
     namespace = activity.info().namespace
     try:
         await register_search_attributes(client, namespace)
-    except Exception as e:  # a namespace may forbid operator calls; listing still works
+    except Exception as e:  # noqa: BLE001 - a namespace may forbid operator calls; listing still works
         activity.logger.warning("could not register towline search attributes: %s", e)
     return sorted(await registered_search_attributes(client, namespace))

@@ -88,7 +88,7 @@ class Middleware:
     """`(request, next) -> response`; the first middleware is outermost."""
     tools: Sequence[Tool] = ()
     """Tools added to the agent's inventory."""
-    state_schema: Mapping[str, Any] = field(default_factory=lambda: {})
+    state_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
 
     def __post_init__(self) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-import towline.activities.model_request as model_request
 from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline.activities import model_request
 from towline.client import run
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo

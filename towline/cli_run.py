@@ -250,7 +250,8 @@ async def run_command(args: Any) -> int:
             return 1
         if result is None:
             say(f"interrupted: run {handle.id} was not cancelled; it goes on when a worker for "
-                f"{agent.name!r} runs (towline show {handle.id})")
+                f"{agent.name!r} runs (towline show {handle.id}). Letting running calls finish "
+                f"(up to {GRACEFUL_SHUTDOWN.total_seconds():g}s)...")
             return 130
         progress.messages(result.messages)
         c = result.counters

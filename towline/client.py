@@ -89,7 +89,7 @@ def run_error(err: WorkflowFailureError) -> RunError:
         if cause.details:
             try:
                 partial = PartialRun.model_validate(cause.details[0])
-            except Exception:
+            except Exception:  # noqa: BLE001 - malformed details: report the failure without a partial
                 partial = None
         return RunError(cause.type or "ApplicationError", cause.message, partial)
     return RunError(type(cause).__name__, str(cause), None)

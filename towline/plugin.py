@@ -110,7 +110,7 @@ class TowlinePlugin(SimplePlugin):
         queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
         register_agents(self.agents, queue)
         config = super().configure_worker(config)
-        client = config.get("client")
+        client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None and client.data_converter.payload_converter_class is not PydanticPayloadConverter:
             # A worker given the plugin directly, over a client without it: its payloads
             # still need the pydantic converter (same connection, converted payloads).
@@ -125,6 +125,6 @@ class TowlinePlugin(SimplePlugin):
         """Register the search attributes (idempotently) before the worker polls."""
         try:
             await register_search_attributes(worker.client, worker.client.namespace)
-        except Exception as e:  # e.g. a namespace that forbids operator calls
+        except Exception as e:  # noqa: BLE001 - e.g. a namespace that forbids operator calls
             _log.warning("towline search attributes not registered: %s", e)
         await super().run_worker(worker, next)

@@ -12,5 +12,5 @@ def current_run() -> AgentRun:
 
     instance = workflow.instance()
     if not isinstance(instance, AgentRun):
-        raise RuntimeError("not inside an AgentRun workflow")
+        raise TypeError("not inside an AgentRun workflow")
     return instance

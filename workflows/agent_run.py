@@ -9,7 +9,6 @@ and the signal `cancel` make it inspectable and steerable while it runs.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -38,11 +37,11 @@ from towline.messages import (
     Usage,
     UserPart,
 )
+from towline.request_refs import REQUEST_QUERY, RequestBook
 from towline.results import Counters, ResumeState, RunInput, RunResult
 from towline.tools import ToolCall, ToolContext
 
 from .hooks import schema_defaults
-from towline.request_refs import REQUEST_QUERY, RequestBook
 from .run import PAYLOAD_LIMIT, Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
@@ -145,7 +144,7 @@ class AgentRun:
                 SEARCH_ATTRIBUTES_ACTIVITY, result_type=list[str],
                 start_to_close_timeout=timedelta(seconds=30),
             )
-        except Exception:  # no registry access: the run goes on without search attributes
+        except Exception:  # noqa: BLE001 - no registry access: the run goes on without search attributes
             return frozenset()
         return frozenset(names)
 
@@ -256,7 +255,7 @@ class AgentRun:
             await workflow.wait_condition(
                 lambda: bool(self._inbox) or self._cancelled, timeout=inp.session_timeout
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         if self._cancelled:
             return False
@@ -312,7 +311,7 @@ class AgentRun:
             await workflow.wait_condition(
                 lambda: call_id in self._decisions or self._cancelled, timeout=timeout
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._decisions[call_id] = ApprovalDecision(call_id=call_id, reason="approval timed out")
             return self._settle(run, call_id, None)
         self._check_cancelled()

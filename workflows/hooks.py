@@ -46,10 +46,12 @@ async def maybe_await(value: Any) -> Any:
 def _check_state(result: Any, confirmed: ModelRequestState, where: str) -> ModelRequestState:
     if not isinstance(result, ModelRequestState):
         raise CapabilityViolation(f"{where} returned {type(result).__name__}, not a ModelRequestState")
-    missing = [f for f in ModelRequestState.model_fields if f not in result.__dict__]
+    # Hook results are untrusted: every field is checked at runtime, whatever its type says.
+    untrusted: Any = result
+    missing = [f for f in ModelRequestState.model_fields if f not in untrusted.__dict__]
     if missing:
         raise CapabilityViolation(f"{where} returned a state without {', '.join(missing)}")
-    if not isinstance(result.agent, AgentView):
+    if not isinstance(untrusted.agent, AgentView):
         raise CapabilityViolation(f"{where} returned a state whose agent was removed or replaced")
     for name in INTERNAL:
         if name == "validators":
@@ -65,9 +67,10 @@ def _check_state(result: Any, confirmed: ModelRequestState, where: str) -> Model
     for name, kind in checks.items():
         if not isinstance(getattr(result, name), kind):
             raise CapabilityViolation(f"{where} set {name!r} to an invalid value")
-    if not all(isinstance(m, ModelRequest | ModelResponse) for m in result.request_messages):
+    sent: list[Any] = untrusted.request_messages
+    if not all(isinstance(m, ModelRequest | ModelResponse) for m in sent):
         raise CapabilityViolation(f"{where} put a non-message in request_messages")
-    if result.response is not None and not isinstance(result.response, ModelResponse):
+    if untrusted.response is not None and not isinstance(untrusted.response, ModelResponse):
         raise CapabilityViolation(f"{where} set 'response' to an invalid value")
     if confirmed.response is not None and result.response is None:
         raise CapabilityViolation(f"{where} removed the response")
@@ -157,7 +160,7 @@ class TurnUpdate:
             return
         if not isinstance(update, Mapping):
             raise CapabilityViolation(f"{where} returned {type(update).__name__}, not an update mapping")
-        items: Mapping[Any, Any] = update
+        items: Mapping[Any, Any] = update  # pyright: ignore[reportUnknownVariableType]
         for key, value in items.items():
             if key == "messages":
                 self._apply_messages(value, where)
@@ -179,7 +182,9 @@ class TurnUpdate:
                 raise CapabilityViolation(f"{where} wrote {key!r}, which no state_schema declares")
 
     def _apply_messages(self, value: Any, where: str) -> None:
-        instructions: list[Any] = list(value) if isinstance(value, list | tuple) else [value]
+        instructions: list[Any] = (
+            list(value) if isinstance(value, list | tuple) else [value]  # pyright: ignore[reportUnknownArgumentType]
+        )
         for item in instructions:
             if isinstance(item, RemoveAll):
                 self.messages = []
@@ -197,8 +202,8 @@ def apply_reducers(
     """The committed state after a turn: each written key reduced once (or replaced)."""
     out = dict(committed)
     for key, value in values.items():
-        spec = schema.get(key)
-        if isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
+        spec: Any = schema.get(key)
+        if _is_reducer_pair(spec):
             reducer: Callable[[Any, Any], Any] = spec[1]
             out[key] = reducer(committed.get(key), value)
         else:
@@ -210,9 +215,13 @@ def schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Initial values of contributed state keys."""
     out: dict[str, Any] = {}
     for key, spec in schema.items():
-        is_pair = isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])
-        out[key] = copy.deepcopy(spec[0] if is_pair else spec)
+        out[key] = copy.deepcopy(spec[0] if _is_reducer_pair(spec) else spec)
     return out
+
+
+def _is_reducer_pair(spec: Any) -> bool:
+    """Whether a state_schema entry is `(default, reducer)` rather than a plain default."""
+    return isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])  # pyright: ignore[reportUnknownArgumentType]
 
 
 def where_of(cap: CapabilityLike, hook: str) -> str:

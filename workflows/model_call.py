@@ -18,9 +18,9 @@ from towline.activities.model_request import MODEL_ACTIVITY
 from towline.errors import ModelRequestFailed, PayloadTooLarge
 from towline.messages import Message, ModelResponse
 from towline.options import ModelSettings
+from towline.request_refs import RequestBook
 from towline.tools import ToolDefinition
 
-from towline.request_refs import RequestBook
 from .run import PAYLOAD_LIMIT
 
 __all__ = ["call_model"]

@@ -40,7 +40,7 @@ class Run:
     status: str = "running"
     allowed_tools: frozenset[str] | None = None
     registered_attributes: frozenset[str] = frozenset()
-    pending_approvals: dict[str, dict[str, Any]] = field(default_factory=lambda: {})
+    pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     reported_usage: Usage = field(default_factory=Usage)
     """Usage hooks reported (`AgentRun.report_usage`), not yet merged into the ledger."""
 
@@ -89,7 +89,7 @@ class Run:
             key.value_set(value) for key, value in values if key.name in self.registered_attributes
         ]
         if updates:
-            workflow.upsert_search_attributes(updates)
+            workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
         workflow.set_current_details(self.details())
 
     def details(self) -> str:

@@ -190,7 +190,7 @@ async def _before_hooks(
             return None
         except RunFailure:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
             batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {e}")
             return None
         if not isinstance(result, ToolCallPart):
@@ -229,7 +229,7 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
                 await maybe_await(fn(c.ctx, c.call, batch.returns[c.index]))
             except RunFailure as e:
                 batch.fail(e)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
                 where = where_of(cap, "after_tool_execute")
                 batch.fail(CapabilityViolation(f"{where} raised {type(e).__name__}: {e}"))
 

@@ -40,7 +40,7 @@ class TurnOutcome:
     response: ModelResponse
     executable: dict[str, ToolDefinition]
     jump: str | None
-    output_tools: list[ToolDefinition] = field(default_factory=lambda: [])
+    output_tools: list[ToolDefinition] = field(default_factory=list[ToolDefinition])
 
 
 def render_instructions(messages: list[Message], instructions: str | None) -> list[Message]:
