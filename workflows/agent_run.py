@@ -20,7 +20,6 @@ from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
     InternalError,
     MaxStepsExceeded,
-    OutputRetriesExhausted,
     PayloadTooLarge,
     RunCancelled,
     RunFailure,
@@ -32,8 +31,6 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    RetryPart,
-    ToolReturnPart,
     Usage,
     UserPart,
 )
@@ -42,6 +39,7 @@ from towline.results import Counters, ResumeState, RunInput, RunResult
 from towline.tools import ToolCall, ToolContext
 
 from .hooks import schema_defaults
+from .output import CONTINUE, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
@@ -64,7 +62,6 @@ class SendInput(BaseModel):
     content: str
 
 
-_FINAL = object()
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
@@ -95,6 +92,7 @@ class AgentRun:
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
         self.request_book = RequestBook()
+        self._ended = False
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
@@ -112,6 +110,7 @@ class AgentRun:
         except ValidationError as e:
             raise self._fail(run, InternalError(f"invalid value: {e}")) from None
         run.confirm("succeeded")
+        self._ended = True  # from here on `send` is refused: no answer would ever come
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _result(run, output)
 
@@ -175,14 +174,14 @@ class AgentRun:
                     f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
                 )
             output = await self._route(run, outcome)
-            if output is _FINAL:
+            if output is CONTINUE:
                 continue
             self._answers.append((self._consumed, output))
             if not self._inbox and not await self._next_session_message(run, inp):
                 return output
 
     async def _route(self, run: Run, outcome: TurnOutcome) -> Any:
-        """Tools, output or another turn; returns the final output or `_FINAL` to go on."""
+        """Tools, output or another turn; returns the final output, or `CONTINUE` to go on."""
         response, jump = outcome.response, outcome.jump
         calls = response.tool_calls
         output_calls = [c for c in calls if c.tool_name == OUTPUT_TOOL_NAME and outcome.output_tools]
@@ -190,61 +189,14 @@ class AgentRun:
         if jump in ("end", "model") or (jump == "tools" and not function_calls):
             run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
             run.confirm()
-            return _FINAL if jump == "model" else (response.text or None)
+            return CONTINUE if jump == "model" else (response.text or None)
         if output_calls and jump != "tools":
-            return self._structured_output(run, response, output_calls)
+            return structured_output(run, output_calls[0])
         if function_calls:
             await run_tool_calls(run, run.agent.capabilities, function_calls, outcome.executable,
                                  run.counters.run_step, truncated=response.finish_reason == "length")
-            return _FINAL
-        return self._text_output(run, response)
-
-    def _structured_output(self, run: Run, response: ModelResponse, output_calls: list[ToolCall]) -> Any:
-        adapter = run.agent.output_adapter
-        assert adapter is not None
-        call = output_calls[0]
-        try:
-            args = call.args["response"] if run.agent.output_wrapped else call.args
-            value = adapter.validate_python(args)
-        except (ValidationError, KeyError) as e:
-            self._output_retry(run, f"invalid output: {e}", call)
-            return _FINAL
-        run.append(ModelRequest(parts=[ToolReturnPart(
-            tool_name=call.tool_name, tool_call_id=call.tool_call_id,
-            content="final result accepted", status="succeeded")]))
-        run.close_unpaired("not executed: the final result ended the run")
-        return adapter.dump_python(value, mode="json")
-
-    def _text_output(self, run: Run, response: ModelResponse) -> Any:
-        adapter = run.agent.output_adapter
-        text = response.text
-        if adapter is None:
-            if text:
-                return text
-            self._output_retry(run, "the response was empty; answer with text")
-            return _FINAL
-        try:
-            value = adapter.validate_json(text)
-        except ValidationError as e:
-            self._output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
-            return _FINAL
-        return adapter.dump_python(value, mode="json")
-
-    def _output_retry(self, run: Run, message: str, call: ToolCall | None = None) -> None:
-        used = run.counters.output_retries_used + 1
-        run.bump(output_retries_used=used)
-        if call is not None:
-            run.append(ModelRequest(parts=[ToolReturnPart(
-                tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=message,
-                status="validation_error")]))
-            run.close_unpaired("not executed: the output was invalid")
-        else:
-            run.append(ModelRequest(parts=[RetryPart(content=message)]))
-        run.confirm()
-        if used > run.limits.output_retries:
-            raise OutputRetriesExhausted(
-                f"output invalid {used} times (output_retries {run.limits.output_retries}): {message}"
-            )
+            return CONTINUE
+        return text_output(run, response)
 
     async def _next_session_message(self, run: Run, inp: RunInput) -> bool:
         """In a session, wait for the next `send`; False when the session ends."""
@@ -397,6 +349,8 @@ class AgentRun:
     def _validate_send(self, message: SendInput) -> None:
         if not message.content.strip():
             raise ValueError("empty message")
+        if self._ended:
+            raise ValueError("the run has ended; start a new run with its messages as history")
 
     @workflow.signal
     def cancel(self) -> None:

@@ -1,0 +1,76 @@
+"""A run's final output: text, or structured output validated against `output_type`.
+
+Invalid output is answered with a retry record (a `validation_error` return for
+an output-tool call, a `RetryPart` otherwise) and consumes one of the run's
+`output_retries`; past them the run fails with `OutputRetriesExhausted`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from towline.agent import OUTPUT_TOOL_NAME
+from towline.errors import OutputRetriesExhausted
+from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart
+from towline.tools import ToolCall
+
+from .run import Run
+
+__all__ = ["CONTINUE", "structured_output", "text_output", "output_retry"]
+
+CONTINUE: Any = object()
+"""Returned instead of an output when the run goes on to another turn."""
+
+
+def structured_output(run: Run, call: ToolCall) -> Any:
+    """Validate the output-tool call; its JSON value, or `CONTINUE` after a retry record."""
+    adapter = run.agent.output_adapter
+    assert adapter is not None
+    try:
+        args = call.args["response"] if run.agent.output_wrapped else call.args
+        value = adapter.validate_python(args)
+    except (ValidationError, KeyError) as e:
+        output_retry(run, f"invalid output: {e}", call)
+        return CONTINUE
+    run.append(ModelRequest(parts=[ToolReturnPart(
+        tool_name=call.tool_name, tool_call_id=call.tool_call_id,
+        content="final result accepted", status="succeeded")]))
+    run.close_unpaired("not executed: the final result ended the run")
+    return adapter.dump_python(value, mode="json")
+
+
+def text_output(run: Run, response: ModelResponse) -> Any:
+    """The text answer (or JSON text validated against `output_type`), or `CONTINUE`."""
+    adapter = run.agent.output_adapter
+    text = response.text
+    if adapter is None:
+        if text:
+            return text
+        output_retry(run, "the response was empty; answer with text")
+        return CONTINUE
+    try:
+        value = adapter.validate_json(text)
+    except ValidationError as e:
+        output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
+        return CONTINUE
+    return adapter.dump_python(value, mode="json")
+
+
+def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
+    """Record an invalid output and consume one output retry (failing past the limit)."""
+    used = run.counters.output_retries_used + 1
+    run.bump(output_retries_used=used)
+    if call is not None:
+        run.append(ModelRequest(parts=[ToolReturnPart(
+            tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=message,
+            status="validation_error")]))
+        run.close_unpaired("not executed: the output was invalid")
+    else:
+        run.append(ModelRequest(parts=[RetryPart(content=message)]))
+    run.confirm()
+    if used > run.limits.output_retries:
+        raise OutputRetriesExhausted(
+            f"output invalid {used} times (output_retries {run.limits.output_retries}): {message}"
+        )
