@@ -21,6 +21,7 @@
         ├── ContentBlocked
         ├── RunCancelled
         ├── UnknownAgent
+        ├── InvalidRunInput
         └── InternalError
 
 `RunFailure` subclasses are registered as workflow failure exception types, so
@@ -58,6 +59,7 @@ __all__ = [
     "ContentBlocked",
     "RunCancelled",
     "UnknownAgent",
+    "InvalidRunInput",
     "InternalError",
     "FAILURE_TYPES",
 ]
@@ -180,6 +182,10 @@ class UnknownAgent(RunFailure):
     """The run names an agent this worker has not registered."""
 
 
+class InvalidRunInput(RunFailure):
+    """The workflow's input is not a valid `RunInput` (e.g. JSON typed into the UI)."""
+
+
 class InternalError(RunFailure):
     """A bug in towline itself; reported rather than leaving the run stuck."""
 
@@ -198,5 +204,6 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     ContentBlocked,
     RunCancelled,
     UnknownAgent,
+    InvalidRunInput,
     InternalError,
 )

@@ -19,6 +19,7 @@ from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
     InternalError,
+    InvalidRunInput,
     MaxStepsExceeded,
     PayloadTooLarge,
     RunCancelled,
@@ -72,6 +73,12 @@ def _result(run: Run, output: Any) -> RunResult:
     )
 
 
+def _errors(e: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or 'input'}: {err['msg']}" for err in e.errors()
+    )
+
+
 def _check_fits(value: Any, what: str) -> None:
     """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
     size = workflow.payload_converter().to_payloads([value])[0].ByteSize()
@@ -95,7 +102,13 @@ class AgentRun:
         self._ended = False
 
     @workflow.run
-    async def run(self, inp: RunInput) -> RunResult:
+    async def run(self, raw: Any) -> RunResult:
+        # Taken as plain JSON and validated here: input that fails to decode would
+        # otherwise fail the workflow *task* and leave the run stuck, retrying forever.
+        try:
+            inp = RunInput.model_validate(raw)
+        except ValidationError as e:
+            raise InvalidRunInput(f"the input is not a valid RunInput: {_errors(e)}") from None
         agent = lookup_agent(inp.agent, workflow.info().task_queue)
         if agent is None:
             raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker")
