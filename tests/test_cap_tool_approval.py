@@ -152,3 +152,39 @@ def test_configuration_is_validated() -> None:
         ToolApproval(tools="transfer")
     with pytest.raises(ConfigurationError):
         ToolApproval(tools=["transfer"], timeout=timedelta(0))
+
+
+def two_transfers(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if not any(isinstance(m, ModelResponse) for m in messages):
+        return ModelResponse(parts=[
+            ToolCallPart(tool_name="transfer", args={"amount": 1}, tool_call_id="x1"),
+            ToolCallPart(tool_name="transfer", args={"amount": 2}, tool_call_id="x2"),
+        ])
+    last = messages[-1]
+    assert isinstance(last, ModelRequest)
+    return ",".join(f"{p.tool_call_id}={p.status}" for p in last.parts
+                    if isinstance(p, ToolReturnPart))
+
+
+async def test_calls_of_one_response_wait_for_approval_side_by_side(client: Client) -> None:
+    """Both calls are pending at once and can be decided in any order."""
+    executed.clear()
+    agent = Agent(name=f"approve-both-{uuid4().hex[:6]}",
+                  model=FunctionModel(two_transfers, model_name="two-transfers"),
+                  tools=[transfer], capabilities=[ToolApproval(tools=["transfer"])])
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        handle = await start_run(tclient, agent, "pay twice", task_queue=queue)
+        waiting = await eventually(
+            lambda: _both_pending(handle), "both transfers waiting for approval at once"
+        )
+        assert sorted(waiting) == ["x1", "x2"]
+        await handle.execute_update("reject", ApprovalDecision(call_id="x2", reason="no"))
+        await handle.execute_update("approve", ApprovalDecision(call_id="x1"))
+        result = await handle.result()
+    assert result.output == "x1=succeeded,x2=denied"
+    assert executed == [1]
+
+
+async def _both_pending(handle: WorkflowHandle[Any, RunResult]) -> list[str]:
+    found = await pending(handle)
+    return list(found) if len(found) == 2 else []

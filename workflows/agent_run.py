@@ -10,7 +10,7 @@ and the signal `cancel` make it inspectable and steerable while it runs.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from temporalio import workflow
@@ -135,7 +135,7 @@ class AgentRun:
             self._inbox = list(r.inbox)
             run = Run(agent=agent, run_id=r.root_run_id, limits=limits, messages=list(r.messages),
                       state=dict(r.state), counters=r.counters, usage=r.usage,
-                      pending_approvals=dict(r.pending_approvals))
+                      pending_approvals=dict(r.pending_approvals), recorded_counters=r.counters)
         else:
             state = schema_defaults(agent.state_schema)
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
@@ -179,7 +179,7 @@ class AgentRun:
             if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
             if self._should_continue_as_new(run, inp):
-                await self._continue_as_new(run, inp)
+                self._continue_as_new(run, inp)
             outcome = await run_turn(run, run.counters.run_step + 1)
             total = limits.total_tokens_limit
             if total is not None and run.counters.total_tokens > total:
@@ -245,13 +245,14 @@ class AgentRun:
         info = workflow.info()
         after = inp.continue_as_new_after_events
         started_at = inp.resume.counters.run_step if inp.resume is not None else 0
-        return run.counters.run_step > started_at and (
+        # Not while a handler (a `send` waiting for its answer) is in flight: it
+        # would wait for an answer only this execution can give.
+        return run.counters.run_step > started_at and workflow.all_handlers_finished() and (
             info.is_continue_as_new_suggested()
             or (after is not None and info.get_current_history_length() > after)
         )
 
-    async def _continue_as_new(self, run: Run, inp: RunInput) -> None:
-        await workflow.wait_condition(workflow.all_handlers_finished)
+    def _continue_as_new(self, run: Run, inp: RunInput) -> NoReturn:
         resume = ResumeState(
             messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
             pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,

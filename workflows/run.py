@@ -41,6 +41,10 @@ class Run:
     allowed_tools: frozenset[str] | None = None
     registered_attributes: frozenset[str] = frozenset()
     pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    recorded_counters: Counters | None = None
+    """The counters last written to the memo (set from the start memo on continue-as-new)."""
+    recorded_attributes: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The search attribute values last upserted."""
     reported_usage: Usage = field(default_factory=Usage)
     """Usage hooks reported (`AgentRun.report_usage`), not yet merged into the ledger."""
 
@@ -74,10 +78,16 @@ class Run:
         return message
 
     def confirm(self, status: str | None = None) -> None:
-        """A confirmed transition: upsert the ledger memo, search attributes and details."""
+        """A confirmed transition: upsert what changed of the ledger memo and search attributes.
+
+        The memo is written only when the counters changed, so the memo snapshots in
+        the history are exactly the sequence of distinct confirmed counters.
+        """
         if status is not None:
             self.status = status
-        workflow.upsert_memo({MEMO_KEY: to_proto(self.counters)})
+        if self.counters != self.recorded_counters:
+            workflow.upsert_memo({MEMO_KEY: to_proto(self.counters)})
+            self.recorded_counters = self.counters
         values: list[tuple[SearchAttributeKey[Any], Any]] = [
             (sa.AGENT, self.agent.name),
             (sa.RUN_STEP, self.counters.run_step),
@@ -86,10 +96,14 @@ class Run:
             (sa.TOTAL_TOKENS, self.counters.total_tokens),
         ]
         updates: list[SearchAttributeUpdate[Any]] = [
-            key.value_set(value) for key, value in values if key.name in self.registered_attributes
+            key.value_set(value) for key, value in values
+            if key.name in self.registered_attributes and self.recorded_attributes.get(key.name) != value
         ]
         if updates:
             workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
+            self.recorded_attributes.update(
+                {key.name: value for key, value in values if key.name in self.registered_attributes}
+            )
         workflow.set_current_details(self.details())
 
     def details(self) -> str:

@@ -130,48 +130,58 @@ async def _admit(
     run: Run, caps: Sequence[CapabilityLike], batch: _Batch,
     selected: Mapping[str, ToolDefinition], step: int,
 ) -> list[_Call]:
-    ready: list[_Call] = []
-    for i, call in enumerate(batch.calls):
-        tool = run.agent.inventory.get(call.tool_name)
-        if tool is None:
-            batch.record(i, "denied", f"unknown tool {call.tool_name!r}")
-            continue
-        if call.tool_name not in selected:
-            batch.record(i, "denied", f"tool {call.tool_name!r} is not available in this request")
-            continue
-        if run.allowed_tools is not None and call.tool_name not in run.allowed_tools:
-            batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
-            continue
-        try:
-            args = tool.validate_args(call.args)
-        except ValidationError as e:
-            batch.record(i, "validation_error", _errors(e))
-            continue
-        call = call.model_copy(update={"args": args})
-        ctx = ToolContext(
-            run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
-            tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
-            idempotency_key=f"{run.run_id}/{call.tool_call_id}", state=dict(run.state),
-        )
-        hooked = await _before_hooks(caps, batch, i, ctx, call)
-        if hooked is None:
-            continue
-        try:
-            hooked = hooked.model_copy(update={"args": tool.validate_args(hooked.args)})
-        except ValidationError as e:
-            batch.record(i, "validation_error", _errors(e))
-            continue
-        size = 0 if tool.in_workflow else _payload_size(ToolActivityInput(args=hooked.args, ctx=ctx))
-        if size > PAYLOAD_LIMIT:  # never started, so not counted in `tool_calls`
-            batch.record(i, "not_executed",
-                         f"arguments of {size} bytes exceed the {PAYLOAD_LIMIT}-byte payload limit")
-            continue
-        ready.append(_Call(i, hooked, tool, ctx))
+    # Calls are admitted concurrently, so hooks that wait (approvals) wait side by side.
+    admitted = await asyncio.gather(
+        *(_admit_one(run, caps, batch, selected, step, i, call) for i, call in enumerate(batch.calls))
+    )
+    ready = [c for c in admitted if c is not None]
     if batch.failure is not None:
         for c in ready:
             batch.record(c.index, "not_executed", "another call's identity was changed: nothing executed")
         return []
     return ready
+
+
+async def _admit_one(
+    run: Run, caps: Sequence[CapabilityLike], batch: _Batch,
+    selected: Mapping[str, ToolDefinition], step: int, i: int, call: ToolCallPart,
+) -> _Call | None:
+    """Authority, validation and `before_tool_execute` for one call; None if it won't run."""
+    tool = run.agent.inventory.get(call.tool_name)
+    if tool is None:
+        batch.record(i, "denied", f"unknown tool {call.tool_name!r}")
+        return None
+    if call.tool_name not in selected:
+        batch.record(i, "denied", f"tool {call.tool_name!r} is not available in this request")
+        return None
+    if run.allowed_tools is not None and call.tool_name not in run.allowed_tools:
+        batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
+        return None
+    try:
+        args = tool.validate_args(call.args)
+    except ValidationError as e:
+        batch.record(i, "validation_error", _errors(e))
+        return None
+    call = call.model_copy(update={"args": args})
+    ctx = ToolContext(
+        run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
+        tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
+        idempotency_key=f"{run.run_id}/{call.tool_call_id}", state=dict(run.state),
+    )
+    hooked = await _before_hooks(caps, batch, i, ctx, call)
+    if hooked is None:
+        return None
+    try:
+        hooked = hooked.model_copy(update={"args": tool.validate_args(hooked.args)})
+    except ValidationError as e:
+        batch.record(i, "validation_error", _errors(e))
+        return None
+    size = 0 if tool.in_workflow else _payload_size(ToolActivityInput(args=hooked.args, ctx=ctx))
+    if size > PAYLOAD_LIMIT:  # never started, so not counted in `tool_calls`
+        batch.record(i, "not_executed",
+                     f"arguments of {size} bytes exceed the {PAYLOAD_LIMIT}-byte payload limit")
+        return None
+    return _Call(i, hooked, tool, ctx)
 
 
 async def _before_hooks(
