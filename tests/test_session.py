@@ -6,7 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError
 
 from towline import Agent, ModelResponse, RunError, ToolCallPart, tool
 from towline.client import run_error, start_run
@@ -82,7 +88,7 @@ async def test_send_during_a_run_reaches_the_next_request(client: Client) -> Non
         answer = await update
         result = await handle.result()
     assert answer == result.output == "first | also this"
-    with pytest.raises(Exception):  # the run has ended: no answer would ever come
+    with pytest.raises(RPCError, match="completed"):  # the run has ended: nothing would answer
         await handle.execute_update("send", SendInput(content="too late"))
 
 
@@ -93,9 +99,9 @@ async def test_cancel_fails_a_running_run_with_its_partial(client: Client) -> No
         await _status(handle, "running")
         await handle.signal("cancel")
         gate.set()
-        with pytest.raises(Exception) as failure:
+        with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
-    error = run_error(failure.value)  # type: ignore[arg-type]
+    error = run_error(failure.value)
     assert isinstance(error, RunError)
     assert error.reason == "RunCancelled"
     assert error.partial is not None and error.partial.counters.tool_calls == 1
