@@ -44,6 +44,7 @@ async def test_activities_carry_readable_summaries_and_the_run_shows_details(
     released.clear()
     async with towline_worker(client, [agent]) as (tclient, queue):
         handle = await start_run(tclient, agent, "weather?", task_queue=queue)
+        metadata = await handle.query("__temporal_workflow_metadata")
         for _ in range(200):  # the tool is running: the details show the step
             metadata = await handle.query("__temporal_workflow_metadata")
             if "step 1/" in (metadata.current_details or ""):
