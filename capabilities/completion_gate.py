@@ -18,8 +18,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, Usage, UserPart
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    SystemPart,
+    ToolReturnPart,
+    Usage,
+    UserPart,
+)
 
+from ._config import check_int, check_str
 from .base import Capability
 
 __all__ = ["CompletionGate", "Verdict", "parse_verdict"]
@@ -75,10 +84,10 @@ class CompletionGate(Capability):
             )
         if self.check is not None and not callable(self.check):
             raise ConfigurationError("CompletionGate: check must be callable")
-        if self.max_attempts < 1:
-            raise ConfigurationError(
-                f"CompletionGate: max_attempts must be >= 1, not {self.max_attempts}"
-            )
+        check_int("CompletionGate", "max_attempts", self.max_attempts, 1)
+        if self.rubric_model is not None or self.rubric is not None:
+            check_str("CompletionGate", "rubric_model", self.rubric_model, empty=False)
+            check_str("CompletionGate", "rubric", self.rubric, empty=False)
         if not self.state_key or self.state_key in ("messages", "llm_usage", "jump_to"):
             raise ConfigurationError(f"CompletionGate: invalid state_key {self.state_key!r}")
         object.__setattr__(self, "state_schema", {self.state_key: None})
@@ -111,7 +120,16 @@ class CompletionGate(Capability):
         update[self.state_key] = {"attempts": attempts, "verdict": "retrying", "feedback": feedback}
         note = (f"{BOUNCE} (attempt {attempts} of {self.max_attempts}). "
                 f"Feedback: {feedback}\nRevise your answer.")
-        update["messages"] = [ModelRequest(parts=[UserPart(content=note)])]
+        # A structured answer is a tool call: its return must come right after it (before the
+        # feedback), or providers reject the next request. The runtime only closes calls
+        # left unpaired after this message, which would put the return after it.
+        returns: list[Any] = [
+            ToolReturnPart(tool_name=c.tool_name, tool_call_id=c.tool_call_id,
+                           content=f"rejected by the completion check: {feedback}",
+                           status="validation_error")
+            for c in messages[-1].tool_calls
+        ] if isinstance(messages[-1], ModelResponse) else []
+        update["messages"] = [ModelRequest(parts=[*returns, UserPart(content=note)])]
         update["jump_to"] = "model"
         return update
 

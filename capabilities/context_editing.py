@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from towline.errors import ConfigurationError
 from towline.messages import (
     Message,
     ModelRequest,
@@ -22,6 +21,7 @@ from towline.messages import (
     ToolReturnPart,
 )
 
+from ._config import check_int, check_names, check_str
 from .base import Capability
 from .state import ModelRequestState
 
@@ -46,11 +46,11 @@ class ContextEditing(Capability):
     """Tools whose returns are never cleared."""
 
     def __post_init__(self) -> None:
-        if self.trigger_chars < 0:
-            raise ConfigurationError("ContextEditing.trigger_chars must be >= 0")
-        if self.keep_last < 0:
-            raise ConfigurationError("ContextEditing.keep_last must be >= 0")
-        object.__setattr__(self, "exclude_tools", frozenset(self.exclude_tools))
+        check_int("ContextEditing", "trigger_chars", self.trigger_chars, 0)
+        check_int("ContextEditing", "keep_last", self.keep_last, 0)
+        check_str("ContextEditing", "placeholder", self.placeholder)
+        names = check_names("ContextEditing", "exclude_tools", self.exclude_tools)
+        object.__setattr__(self, "exclude_tools", frozenset(names))
 
     def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
         """Replace `request_messages` with the edited request when it is over the trigger."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from towline.errors import ConfigurationError
 from towline.messages import Message, ModelRequest, SystemPart
 
+from ._config import check_int
 from ._pairing import start_dropping_orphans, start_keeping_calls
 from .base import Capability
 from .state import ModelRequestState
@@ -37,8 +37,7 @@ class HistoryWindow(Capability):
     """How many of the most recent messages to send (>= 1; older system parts come on top)."""
 
     def __post_init__(self) -> None:
-        if self.max_messages < 1:
-            raise ConfigurationError("HistoryWindow.max_messages must be >= 1")
+        check_int("HistoryWindow", "max_messages", self.max_messages, 1)
 
     def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
         """Replace `request_messages` with the window."""

@@ -6,7 +6,9 @@ workflow (visible and inspectable in the Temporal UI, id
 `<parent run id>/<tool call id>`), and its final output is the tool's return.
 
 - Ancestor authority: the child may execute only tools the parent run may
-  execute; a child calling any other tool gets `denied`.
+  execute; a child calling any other tool gets `denied`. The child's own
+  `Subagent` tools are the exception, so sub-agents nest: delegating executes
+  nothing by itself, and the grandchild is held to the same authority.
 - The child's usage is folded into the parent's usage and ledger.
 - A child that fails comes back to the parent's model as a `failed` tool
   return (with the child's failure reason), not as a crash of the parent.
@@ -14,7 +16,6 @@ workflow (visible and inspectable in the Temporal UI, id
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,9 +60,10 @@ class Subagent(Capability):
             text = (f"Delegate a task to the sub-agent {self.agent.name!r}. Give it a complete, "
                     "self-contained prompt; it answers with its final output.")
             object.__setattr__(self, "description", text)
+        # One function for every Subagent, so two agents on a worker may both have a `task`
+        # tool (the plugin refuses two different functions under one tool name).
         tool = Tool.from_function(
-            _delegate(self.agent.name), name=self.name, description=self.description,
-            in_workflow=True,
+            _delegate, name=self.name, description=self.description, in_workflow=True,
         )  # validates the name
         object.__setattr__(self, "_tool", tool)
 
@@ -77,31 +79,40 @@ class Subagent(Capability):
         return (self.agent,)
 
 
-def _delegate(child: str) -> Callable[[ToolContext, str], Awaitable[ToolResult]]:
-    async def delegate(ctx: ToolContext, prompt: str) -> ToolResult:
-        """Run the child agent on `prompt` as a child workflow; its output is the return."""
-        from towline.workflows import current_run
+def _delegations(agent: Agent) -> dict[str, Agent]:
+    """The agent's `Subagent` tools: tool name -> the agent it delegates to."""
+    return {cap.name: cap.agent for cap in agent.capabilities if isinstance(cap, Subagent)}
 
-        authority = sorted(current_run().authority())
-        try:
-            result = await workflow.execute_child_workflow(
-                "AgentRun",
-                RunInput(agent=child, prompt=prompt, allowed_tools=authority),
-                id=f"{ctx.run_id}/{ctx.tool_call_id}",
-                task_queue=workflow.info().task_queue,
-                result_type=RunResult,
-                static_summary=f"{child}: {prompt[:80]}",
-            )
-        except ChildWorkflowError as e:
-            cause = e.cause
-            if isinstance(cause, ApplicationError):
-                reason, message, usage = cause.type or "failure", cause.message, _spent(cause)
-            else:
-                reason, message, usage = type(cause or e).__name__, str(cause or e), None
-            raise ToolError(f"sub-agent {child!r} failed ({reason}): {message}", usage) from e
-        return ToolResult(content=result.output, usage=result.usage)
 
-    return delegate
+async def _delegate(ctx: ToolContext, prompt: str) -> ToolResult:
+    """Run the sub-agent on `prompt` as a child workflow; its output is the return."""
+    from towline.workflows import current_run
+
+    run = current_run()
+    child_agent = _delegations(run.agent_run.agent).get(ctx.tool_name)
+    if child_agent is None:  # the tool was lifted out of its Subagent into `tools=[...]`
+        raise ToolError(f"tool {ctx.tool_name!r} delegates only through a Subagent capability")
+    child = child_agent.name
+    # the parent's authority, plus the child's own delegation tools (they run nothing
+    # themselves; what the grandchild runs is held to this same authority)
+    authority = sorted(run.authority() | set(_delegations(child_agent)))
+    try:
+        result = await workflow.execute_child_workflow(
+            "AgentRun",
+            RunInput(agent=child, prompt=prompt, allowed_tools=authority),
+            id=f"{ctx.run_id}/{ctx.tool_call_id}",
+            task_queue=workflow.info().task_queue,
+            result_type=RunResult,
+            static_summary=f"{child}: {prompt[:80]}",
+        )
+    except ChildWorkflowError as e:
+        cause = e.cause
+        if isinstance(cause, ApplicationError):
+            reason, message, usage = cause.type or "failure", cause.message, _spent(cause)
+        else:
+            reason, message, usage = type(cause or e).__name__, str(cause or e), None
+        raise ToolError(f"sub-agent {child!r} failed ({reason}): {message}", usage) from e
+    return ToolResult(content=result.output, usage=result.usage)
 
 
 def _spent(failure: ApplicationError) -> Usage | None:

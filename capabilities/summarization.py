@@ -29,10 +29,13 @@ from towline.messages import (
     UserPart,
 )
 
+from ._config import check_int, check_str, check_timeout
 from ._pairing import start_keeping_calls
 from .base import Capability
 
-__all__ = ["Summarization", "estimate_tokens", "transcript", "split_for_summary"]
+__all__ = [
+    "Summarization", "estimate_tokens", "transcript", "split_for_summary", "split_system",
+]
 
 SUMMARY_PROMPT = (
     "You compress the earlier part of a conversation between a user, an AI assistant and "
@@ -48,7 +51,8 @@ class Summarization(Capability):
 
     Keeps the last `keep` messages verbatim, plus (moving the cut earlier) the
     call of every kept tool return, so a call and its return are never split;
-    everything before the cut is replaced by one summary message. A previous
+    everything before the cut is replaced by one summary message, except system
+    parts (a seeded system prompt), which stay first, verbatim. A previous
     summary is summarised again with the rest, so the history stays bounded.
     """
 
@@ -68,14 +72,17 @@ class Summarization(Capability):
     """Start-to-close timeout of the summariser's model activity."""
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise ConfigurationError("Summarization needs a model name")
+        check_str("Summarization", "model", self.model, empty=False)
         if self.trigger_tokens is None and self.trigger_messages is None:
             raise ConfigurationError("Summarization needs trigger_tokens or trigger_messages")
-        if self.keep < 1:
-            raise ConfigurationError("Summarization.keep must be >= 1")
-        if self.trigger_tokens is not None and self.trigger_tokens < 1:
-            raise ConfigurationError("Summarization.trigger_tokens must be >= 1")
+        check_int("Summarization", "keep", self.keep, 1)
+        if self.trigger_tokens is not None:
+            check_int("Summarization", "trigger_tokens", self.trigger_tokens, 1)
+        if self.trigger_messages is not None:
+            check_int("Summarization", "trigger_messages", self.trigger_messages, 1)
+        check_str("Summarization", "prompt", self.prompt, empty=False)
+        check_str("Summarization", "summary_prefix", self.summary_prefix)
+        check_timeout("Summarization", "timeout", self.timeout, optional=False)
         if self.trigger_messages is not None and self.trigger_messages <= self.keep:
             raise ConfigurationError("Summarization.trigger_messages must be greater than keep")
 
@@ -91,6 +98,7 @@ class Summarization(Capability):
         if not self.triggered(messages):
             return None
         older, kept = split_for_summary(messages, self.keep)
+        system, older = split_system(older)
         if not older:
             return None
         # Imported here: towline.workflows imports the agent, which imports capabilities.
@@ -109,13 +117,34 @@ class Summarization(Capability):
         )
         text = f"{self.summary_prefix}\n\n{response.text}"
         summary = ModelRequest(parts=[UserPart(content=text)])
-        return {"messages": [RemoveAll(), summary, *kept], "llm_usage": response.usage}
+        return {"messages": [RemoveAll(), *system, summary, *kept], "llm_usage": response.usage}
 
 
 def split_for_summary(messages: list[Message], keep: int) -> tuple[list[Message], list[Message]]:
     """(older, kept): the last `keep` messages and every kept return's call are kept."""
     start = start_keeping_calls(messages, len(messages) - keep)
     return list(messages[:start]), list(messages[start:])
+
+
+def split_system(messages: list[Message]) -> tuple[list[Message], list[Message]]:
+    """(system, rest): the system parts of `messages` (e.g. a seeded system prompt), which are
+    kept verbatim and first, and everything else, which is summarised."""
+    system: list[Message] = []
+    rest: list[Message] = []
+    for m in messages:
+        if not isinstance(m, ModelRequest):
+            rest.append(m)
+            continue
+        sys_parts = [p for p in m.parts if isinstance(p, SystemPart)]
+        if len(sys_parts) == len(m.parts):
+            system.append(m)
+        elif not sys_parts:
+            rest.append(m)
+        else:
+            system.append(m.model_copy(update={"parts": sys_parts}))
+            others = [p for p in m.parts if not isinstance(p, SystemPart)]
+            rest.append(m.model_copy(update={"parts": others}))
+    return system, rest
 
 
 def estimate_tokens(messages: list[Message]) -> int:

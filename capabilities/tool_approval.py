@@ -18,6 +18,7 @@ from datetime import timedelta
 from towline.errors import ConfigurationError, ToolDenied
 from towline.tools import ToolCall, ToolContext
 
+from ._config import check_names, check_timeout
 from .base import Capability
 
 __all__ = ["ToolApproval"]
@@ -37,13 +38,10 @@ class ToolApproval(Capability):
     """How long to wait for a decision before rejecting; None waits indefinitely."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.tools, str):
-            raise ConfigurationError("ToolApproval: tools is a sequence of tool names")
-        names = tuple(self.tools)
-        if not names or not all(isinstance(n, str) and n for n in names):  # pyright: ignore[reportUnnecessaryIsInstance]
+        names = check_names("ToolApproval", "tools", self.tools)
+        if not names:
             raise ConfigurationError("ToolApproval: tools must name at least one tool")
-        if self.timeout is not None and self.timeout <= timedelta(0):
-            raise ConfigurationError("ToolApproval: timeout must be positive (or None)")
+        check_timeout("ToolApproval", "timeout", self.timeout, optional=True)
         object.__setattr__(self, "tools", names)
 
     async def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:

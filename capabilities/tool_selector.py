@@ -28,6 +28,7 @@ from towline.messages import (
 )
 from towline.tools import ToolDefinition
 
+from ._config import check_int, check_names
 from .base import Capability, NextModelCall
 from .state import ModelCallRequest
 
@@ -63,13 +64,8 @@ class ToolSelector(Capability):
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("ToolSelector: model must be a non-empty model name")
-        if self.max_tools < 1:
-            raise ConfigurationError(f"ToolSelector: max_tools must be >= 1, not {self.max_tools}")
-        if isinstance(self.always_include, str):
-            raise ConfigurationError("ToolSelector: always_include is a sequence of tool names")
-        names = tuple(self.always_include)
-        if not all(isinstance(n, str) and n for n in names):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("ToolSelector: always_include must hold tool names")
+        check_int("ToolSelector", "max_tools", self.max_tools, 1)
+        names = check_names("ToolSelector", "always_include", self.always_include)
         object.__setattr__(self, "always_include", names)
 
     async def wrap_model_call(

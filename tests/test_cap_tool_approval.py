@@ -110,7 +110,9 @@ async def test_approval_survives_a_worker_restart_and_validates_decisions(client
     assert executed == [7]
     assert result.output == "balance=succeeded:100; transfer=succeeded:moved 7"
     assert result.counters.tool_calls == 2
-    assert await status_attribute_is(client, workflow_id, "succeeded")
+    # visibility (search attributes) is eventually consistent: poll, bounded
+    await eventually(lambda: status_attribute_is(client, workflow_id, "succeeded"),
+                     "TowlineStatus = succeeded")
 
 
 async def test_rejection_records_denied_and_the_model_is_told(client: Client) -> None:

@@ -9,6 +9,7 @@ and the signal `cancel` make it inspectable and steerable while it runs.
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -41,7 +42,7 @@ from towline.tools import ToolCall, ToolContext
 
 from .hooks import schema_defaults
 from .output import CONTINUE, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run
+from .run import PAYLOAD_LIMIT, Run, RunView
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 
@@ -122,6 +123,15 @@ class AgentRun:
             raise self._fail(run, failure) from None
         except ValidationError as e:
             raise self._fail(run, InternalError(f"invalid value: {e}")) from None
+        except workflow.NondeterminismError:
+            raise  # a code change the history does not match: fixed by deploying, not by failing
+        except Exception as e:  # noqa: BLE001 - an engine bug: fail the run, never the task
+            failure = InternalError(f"{type(e).__name__}: {e}")
+            try:
+                failure = self._fail(run, failure)
+            except Exception as inner:  # noqa: BLE001 - not even the partial can be built
+                workflow.logger.error("run failed without its partial: %s", inner)
+            raise failure from None
         run.confirm("succeeded")
         self._ended = True  # from here on `send` is refused: no answer would ever come
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -144,6 +154,8 @@ class AgentRun:
                       state=state, counters=counters)
             for m in inp.message_history or []:
                 run.append(m)
+            # a given history may end with calls that never returned: the run owns them now
+            run.close_unpaired("not executed: the given history ended before it returned")
             if inp.prompt is not None:
                 run.append(ModelRequest(parts=[UserPart(content=inp.prompt)]))
         if inp.allowed_tools is not None:
@@ -178,6 +190,11 @@ class AgentRun:
                 )
             if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
+            total = limits.total_tokens_limit
+            if total is not None and run.counters.total_tokens > total:  # e.g. tools' usage
+                raise UsageLimitExceeded(
+                    f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
+                )
             if self._should_continue_as_new(run, inp):
                 self._continue_as_new(run, inp)
             outcome = await run_turn(run, run.counters.run_step + 1)
@@ -197,8 +214,11 @@ class AgentRun:
         """Tools, output or another turn; returns the final output, or `CONTINUE` to go on."""
         response, jump = outcome.response, outcome.jump
         calls = response.tool_calls
-        output_calls = [c for c in calls if c.tool_name == OUTPUT_TOOL_NAME and outcome.output_tools]
+        structured = bool(outcome.output_tools) and run.agent.output_adapter is not None
+        output_calls = [c for c in calls if c.tool_name == OUTPUT_TOOL_NAME and structured]
         function_calls = [c for c in calls if c not in output_calls]
+        if calls and jump != "end" and all(m.id != response.id for m in run.messages):
+            return CONTINUE  # an after_model hook removed the response, and its calls with it
         if jump in ("end", "model") or (jump == "tools" and not function_calls):
             run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
             run.confirm()
@@ -208,6 +228,8 @@ class AgentRun:
         if function_calls:
             await run_tool_calls(run, run.agent.capabilities, function_calls, outcome.executable,
                                  run.counters.run_step, truncated=response.finish_reason == "length")
+            # an output call passed over by a "tools" jump still gets its one return record
+            run.close_unpaired("not executed: after_model jumped to 'tools'")
             return CONTINUE
         return text_output(run, response)
 
@@ -309,9 +331,11 @@ class AgentRun:
         run.reported_usage = run.reported_usage + usage
 
     @property
-    def agent_run(self) -> Run:
-        """The run's runtime-owned record (read it; only the runtime writes it)."""
-        return self._require_run()
+    def agent_run(self) -> RunView:
+        """A read-only view of the run for hook code (agent, ids, confirmed counters)."""
+        run = self._require_run()
+        return RunView(agent=run.agent, run_id=run.run_id, counters=run.counters,
+                       status=run.status, state=copy.deepcopy(run.state))
 
     def _require_run(self) -> Run:
         if self._run is None:

@@ -17,7 +17,8 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from towline.capabilities.base import CapabilityLike, cap_name, hook_of
 from towline.capabilities.state import (
@@ -31,9 +32,28 @@ from towline.errors import CapabilityViolation, RunFailure
 from towline.messages import Message, ModelRequest, ModelResponse, Remove, RemoveAll, Usage
 from towline.options import ModelSettings
 
-__all__ = ["maybe_await", "run_model_hooks", "TurnUpdate", "apply_reducers", "JUMPS"]
+__all__ = [
+    "maybe_await", "run_model_hooks", "TurnUpdate", "apply_reducers", "copy_messages",
+    "check_jsonable", "JUMPS",
+]
 
 JUMPS = ("model", "tools", "end")
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def copy_messages(messages: Sequence[Message]) -> list[Message]:
+    """Validated deep copies of `messages`, for hooks: in-place edits never reach the history."""
+    return _MESSAGES.validate_python(_MESSAGES.dump_python(list(messages), warnings=False))
+
+
+def check_jsonable(value: Any, what: str) -> Any:
+    """`value`, if it can be persisted as JSON (run state is); else the run fails."""
+    try:
+        to_jsonable_python(value)
+    except (PydanticSerializationError, ValueError, TypeError) as e:
+        raise CapabilityViolation(f"{what}, a value that is not JSON: {e}") from None
+    return value
 
 
 async def maybe_await(value: Any) -> Any:
@@ -77,28 +97,59 @@ def _check_state(result: Any, confirmed: ModelRequestState, where: str) -> Model
     return result
 
 
-def restore(result: ModelRequestState, confirmed: ModelRequestState) -> ModelRequestState:
+def _fresh(result: ModelRequestState, where: str) -> dict[str, Any]:
+    """The hook-editable fields of `result`, re-validated into fresh objects.
+
+    `model_copy(update=...)` does not validate, so a hook can hand back, say, tool
+    names where definitions belong, or a tool call whose arguments are a list;
+    that fails the run here (not the workflow task, later). Fresh objects also
+    mean nothing a hook still holds (or got from the agent, like its settings)
+    is shared with the next hook, the request or the history.
+    """
+    untrusted: Any = result
+    response: ModelResponse | None = untrusted.response
+    try:
+        return {
+            "request_messages": copy_messages(untrusted.request_messages),
+            "settings": ModelSettings.model_validate(untrusted.settings.model_dump(warnings=False)),
+            "params": ModelRequestParams.model_validate(
+                untrusted.params.model_dump(warnings=False)),
+            "agent": AgentView.model_validate(untrusted.agent.model_dump(warnings=False)),
+            "response": None if response is None
+            else ModelResponse.model_validate(response.model_dump(warnings=False)),
+        }
+    except (ValidationError, PydanticSerializationError) as e:
+        raise CapabilityViolation(f"{where} returned an invalid state: {e}") from None
+
+
+def restore(
+    result: ModelRequestState, confirmed: ModelRequestState, where: str
+) -> ModelRequestState:
     """`result` with the confirmed runtime-owned values put back (writes to them are ignored).
 
-    Fresh copies each time, so a hook mutating what it was given in place (a dict
-    or list) cannot reach the confirmed values or what the next hook sees.
+    Built from `confirmed` (a plain `ModelRequestState`, so a subclass a hook
+    returns cannot keep its writes), with fresh copies each time, so a hook
+    mutating what it was given in place (a dict or list) cannot reach the
+    confirmed values, the canonical history or what the next hook sees.
     """
     update: dict[str, Any] = {
         name: copy.deepcopy(getattr(confirmed, name)) for name in RUNTIME_OWNED
     }
+    update.update(_fresh(result, where))
+    update["model"] = result.model
     update["messages"] = list(confirmed.messages)
     update["state"] = copy.deepcopy(confirmed.state)
-    update["agent"] = result.agent.model_copy(
+    update["agent"] = update["agent"].model_copy(
         update={"output_retries": confirmed.agent.output_retries, "name": confirmed.agent.name}
     )
-    return result.model_copy(update=update)
+    return confirmed.model_copy(update=update)
 
 
 def _snapshot(state: ModelRequestState) -> ModelRequestState:
     """A private copy of the confirmed values, which no hook ever receives."""
     return state.model_copy(update={
         **{name: copy.deepcopy(getattr(state, name)) for name in RUNTIME_OWNED},
-        "agent": state.agent.model_copy(), "messages": list(state.messages),
+        "agent": state.agent.model_copy(), "messages": copy_messages(state.messages),
         "state": copy.deepcopy(state.state),
     })
 
@@ -107,8 +158,10 @@ async def run_model_hooks(
     caps: Sequence[CapabilityLike], hook: str, state: ModelRequestState
 ) -> ModelRequestState:
     """Apply `hook` of every capability in order, enforcing the run's invariants."""
+    if all(hook_of(cap, hook) is None for cap in caps):
+        return state  # nothing to enforce, and no copies to make
     confirmed = _snapshot(state)
-    state = restore(state, confirmed)
+    state = restore(state, confirmed, f"the runtime's {hook} state")
     for cap in caps:
         fn = hook_of(cap, hook)
         if fn is None:
@@ -120,7 +173,7 @@ async def run_model_hooks(
             raise
         except Exception as e:
             raise CapabilityViolation(f"{where} raised {type(e).__name__}: {e}") from e
-        state = restore(_check_state(result, confirmed, where), confirmed)
+        state = restore(_check_state(result, confirmed, where), confirmed, where)
     return state
 
 
@@ -144,7 +197,7 @@ class TurnUpdate:
 
     def view(self, **extra: Any) -> dict[str, Any]:
         """The working state a middleware hook sees (a copy: mutating it changes nothing)."""
-        return {"messages": list(self.messages), **self.working_state(), **extra}
+        return {"messages": copy_messages(self.messages), **self.working_state(), **extra}
 
     def working_state(self) -> dict[str, Any]:
         """Contributed keys as the model sees them this turn (last writes, no reducers yet).
@@ -177,7 +230,7 @@ class TurnUpdate:
                     raise CapabilityViolation(f"{where}: jump_to must be one of {JUMPS}, not {value!r}")
                 self.jump = value
             elif key in self.schema:
-                self.values[key] = value
+                self.values[key] = check_jsonable(value, f"{where} wrote {key!r}")
             else:
                 raise CapabilityViolation(f"{where} wrote {key!r}, which no state_schema declares")
 
@@ -191,7 +244,13 @@ class TurnUpdate:
             elif isinstance(item, Remove):
                 self.messages = [m for m in self.messages if m.id != item.id]
             elif isinstance(item, ModelRequest | ModelResponse):
-                self.messages.append(item if item.id else item.model_copy(update={"id": self._new_id()}))
+                try:  # a fresh, valid copy: the hook keeps no handle on the history
+                    [message] = copy_messages([item])
+                except (ValidationError, PydanticSerializationError) as e:
+                    raise CapabilityViolation(f"{where} returned an invalid message: {e}") from None
+                self.messages.append(
+                    message if message.id else message.model_copy(update={"id": self._new_id()})
+                )
             else:
                 raise CapabilityViolation(f"{where} returned a non-message in 'messages': {item!r}")
 
@@ -205,7 +264,13 @@ def apply_reducers(
         spec: Any = schema.get(key)
         if _is_reducer_pair(spec):
             reducer: Callable[[Any, Any], Any] = spec[1]
-            out[key] = reducer(committed.get(key), value)
+            try:
+                out[key] = reducer(committed.get(key), value)
+            except Exception as e:
+                raise CapabilityViolation(
+                    f"the reducer of state key {key!r} raised {type(e).__name__}: {e}"
+                ) from e
+            check_jsonable(out[key], f"the reducer of state key {key!r} returned")
         else:
             out[key] = value
     return out

@@ -8,7 +8,9 @@ counted by the runtime.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -61,8 +63,11 @@ async def call_model(
         key, refs, new = book.open(messages)
         inp = inp.model_copy(update={"messages": new, "message_refs": refs, "request_key": key})
     try:
-        return await workflow.execute_activity(
-            MODEL_ACTIVITY, inp, result_type=ModelResponse,
+        # Decoded as plain JSON and validated here: a response that does not decode
+        # (say, a provider adapter's tool call whose args are a list) would otherwise
+        # fail the workflow *task* and leave the run stuck, retrying forever.
+        raw: Any = await workflow.execute_activity(
+            MODEL_ACTIVITY, inp,
             start_to_close_timeout=timeout,
             retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
             summary=summary or f"{model} · step {run_step}",
@@ -75,3 +80,7 @@ async def call_model(
     finally:
         if isinstance(book, RequestBook) and key is not None:
             book.close(key)
+    try:
+        return ModelResponse.model_validate(raw)
+    except ValidationError as e:
+        raise ModelRequestFailed(f"model {model!r} answered an invalid response: {e}") from None

@@ -34,9 +34,9 @@ def structured_output(run: Run, call: ToolCall) -> Any:
     except (ValidationError, KeyError) as e:
         output_retry(run, f"invalid output: {e}", call)
         return CONTINUE
-    run.append(ModelRequest(parts=[ToolReturnPart(
+    run.record_returns([ToolReturnPart(
         tool_name=call.tool_name, tool_call_id=call.tool_call_id,
-        content="final result accepted", status="succeeded")]))
+        content="final result accepted", status="succeeded")])
     run.close_unpaired("not executed: the final result ended the run")
     return adapter.dump_python(value, mode="json")
 
@@ -63,9 +63,9 @@ def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
     used = run.counters.output_retries_used + 1
     run.bump(output_retries_used=used)
     if call is not None:
-        run.append(ModelRequest(parts=[ToolReturnPart(
+        run.record_returns([ToolReturnPart(
             tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=message,
-            status="validation_error")]))
+            status="validation_error")])
         run.close_unpaired("not executed: the output was invalid")
     else:
         run.append(ModelRequest(parts=[RetryPart(content=message)]))

@@ -7,6 +7,7 @@ which upserts the memo `towline.counters` and the search attributes.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +21,33 @@ from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPar
 from towline.options import Limits
 from towline.results import Counters, PartialRun
 
-__all__ = ["Run", "PAYLOAD_LIMIT"]
+__all__ = ["Run", "RunView", "PAYLOAD_LIMIT"]
 
 PAYLOAD_LIMIT = 2 * 1024 * 1024 - 128 * 1024
 """Bytes a payload may have: Temporal's default 2 MiB blob limit, less headroom."""
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What hook code may read of a run (`current_run().agent_run`); changing it changes nothing."""
+
+    agent: Agent
+    """The running agent's definition."""
+    run_id: str
+    """The run's id (the first execution's workflow id)."""
+    counters: Counters
+    """The confirmed counters (frozen)."""
+    status: str
+    """running, waiting, succeeded or failed."""
+    state: dict[str, Any]
+    """A copy of the committed contributed state."""
+
+
+def _is_returns(message: Message) -> bool:
+    """A request made only of tool return records."""
+    return isinstance(message, ModelRequest) and bool(message.parts) and all(
+        isinstance(p, ToolReturnPart) for p in message.parts
+    )
 
 
 @dataclass
@@ -119,19 +143,50 @@ class Run:
         return "\n".join(lines)
 
     def close_unpaired(self, reason: str) -> None:
-        """Give every tool call without a return a `not_executed` record (no unpaired calls)."""
-        returned = {
+        """Give every tool call without a return a `not_executed` record (no unpaired calls).
+
+        Counted per id, not as a set: a model may reuse an id in a later response
+        (some providers number calls from `call_0` in every response), and that
+        later call needs its own return.
+        """
+        returned = Counter(
             p.tool_call_id for m in self.messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, ToolReturnPart)
-        }
-        missing = [
-            ToolReturnPart(tool_name=c.tool_name, tool_call_id=c.tool_call_id,
-                           content=reason, status="not_executed")
-            for m in self.messages if isinstance(m, ModelResponse)
-            for c in m.tool_calls if c.tool_call_id not in returned
-        ]
-        if missing:
-            self.append(ModelRequest(parts=list(missing)))
+        )
+        groups: list[tuple[int, list[ToolReturnPart]]] = []
+        for index, m in enumerate(self.messages):
+            missing: list[ToolReturnPart] = []
+            for c in m.tool_calls if isinstance(m, ModelResponse) else []:
+                if returned[c.tool_call_id] > 0:
+                    returned[c.tool_call_id] -= 1
+                else:
+                    missing.append(ToolReturnPart(tool_name=c.tool_name, tool_call_id=c.tool_call_id,
+                                                  content=reason, status="not_executed"))
+            if missing:
+                groups.append((index, missing))
+        for index, missing in reversed(groups):  # from the end, so earlier indexes stay valid
+            self._insert_returns(index, missing)
+
+    def record_returns(self, parts: list[ToolReturnPart]) -> None:
+        """Record return records right after the response that made their calls.
+
+        After its earlier returns, but before anything a hook added later (an
+        `after_model` feedback message, say), so every call is answered next to
+        where it was made, as providers require.
+        """
+        ids = {p.tool_call_id for p in parts}
+        for index in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[index]
+            if isinstance(m, ModelResponse) and any(c.tool_call_id in ids for c in m.tool_calls):
+                self._insert_returns(index, parts)
+                return
+        self.append(ModelRequest(parts=list(parts)))
+
+    def _insert_returns(self, response_index: int, parts: list[ToolReturnPart]) -> None:
+        at = response_index + 1
+        while at < len(self.messages) and _is_returns(self.messages[at]):
+            at += 1
+        self.messages.insert(at, ModelRequest(id=self.new_id(), parts=list(parts)))
 
     def partial(self) -> PartialRun:
         """What the run has done so far, for a failure's details."""

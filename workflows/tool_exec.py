@@ -11,12 +11,14 @@ execute in parallel, one activity each. Every call gets exactly one return.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -34,10 +36,10 @@ from towline.errors import (
     UncertainToolEffect,
     UsageLimitExceeded,
 )
-from towline.messages import ModelRequest, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
+from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
-from .hooks import apply_reducers, maybe_await, where_of
+from .hooks import apply_reducers, check_jsonable, maybe_await, where_of
 from .run import PAYLOAD_LIMIT, Run
 
 __all__ = ["run_tool_calls"]
@@ -120,7 +122,7 @@ async def run_tool_calls(
         batch.close("not executed")
     _account(run, batch, selected)
     run.merge_reported_usage()
-    run.append(ModelRequest(parts=[batch.returns[i] for i in range(len(calls))]))
+    run.record_returns([batch.returns[i] for i in range(len(calls))])
     run.confirm()
     if batch.failure is not None:
         raise batch.failure
@@ -166,7 +168,7 @@ async def _admit_one(
     ctx = ToolContext(
         run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
         tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
-        idempotency_key=f"{run.run_id}/{call.tool_call_id}", state=dict(run.state),
+        idempotency_key=f"{run.run_id}/{call.tool_call_id}", state=copy.deepcopy(run.state),
     )
     hooked = await _before_hooks(caps, batch, i, ctx, call)
     if hooked is None:
@@ -193,8 +195,8 @@ async def _before_hooks(
         if fn is None:
             continue
         where = where_of(cap, "before_tool_execute")
-        try:
-            result = await maybe_await(fn(ctx, call))
+        try:  # copies: editing them in place reaches neither the history nor the next hook
+            result = await maybe_await(fn(ctx.model_copy(deep=True), call.model_copy(deep=True)))
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
             return None
@@ -205,6 +207,11 @@ async def _before_hooks(
             return None
         if not isinstance(result, ToolCallPart):
             batch.record(i, "not_executed", f"{where} returned {type(result).__name__}, not a ToolCall")
+            return None
+        try:  # `model_copy(update=...)` skips validation: args may not even be a dict
+            result = ToolCallPart.model_validate(result.model_dump(warnings=False))
+        except (ValidationError, PydanticSerializationError) as e:
+            batch.record(i, "not_executed", f"{where} returned an invalid ToolCall: {e}")
             return None
         if _identity(result) != original:
             batch.record(i, "not_executed", f"{where} changed the call's identity")
@@ -235,8 +242,9 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
             fn = hook_of(cap, "after_tool_execute")
             if fn is None:
                 continue
-            try:
-                await maybe_await(fn(c.ctx, c.call, batch.returns[c.index]))
+            try:  # copies: the hook observes; the confirmed record stays as it is
+                await maybe_await(fn(c.ctx.model_copy(deep=True), c.call.model_copy(deep=True),
+                                     batch.returns[c.index].model_copy(deep=True)))
             except RunFailure as e:
                 batch.fail(e)
             except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
@@ -276,6 +284,11 @@ async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
         return "retry", e.message, Usage()
     except ToolError as e:
         return "failed", e.message, e.usage or Usage()
+    except Exception as e:  # noqa: BLE001 - like an activity that raised: the effect is uncertain
+        detail = f"{type(e).__name__}: {e}"
+        if c.tool.idempotent:
+            return "failed", f"failed: {detail}", Usage()
+        return "unknown", detail, Usage()
     if isinstance(result, ToolResult):
         c.state = result.state
         return "succeeded", result.content, result.usage
@@ -291,7 +304,12 @@ def _apply_state(run: Run, batch: _Batch, c: _Call) -> None:
         batch.fail(CapabilityViolation(f"tool {c.tool.name!r} wrote state keys no "
                                        f"state_schema declares: {', '.join(undeclared)}"))
         return
-    run.state = apply_reducers(run.state, update, schema)
+    try:
+        for key, value in update.items():
+            check_jsonable(value, f"tool {c.tool.name!r} wrote state key {key!r}")
+        run.state = apply_reducers(run.state, update, schema)
+    except CapabilityViolation as e:  # the call still succeeded: its record stays
+        batch.fail(e)
 
 
 def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) -> None:

@@ -12,6 +12,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
 from towline.agent import Agent
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.capabilities.state import (
@@ -56,10 +59,24 @@ def _offered(agent: Agent, allowed: frozenset[str] | None) -> list[ToolDefinitio
     ]
 
 
-def normalize(run: Run, response: Any, where: str) -> ModelResponse:
-    """Give a response and its tool calls ids (generated: unique and deterministic)."""
+def _validated(response: Any, where: str) -> ModelResponse:
+    """A fresh, valid copy of a response a hook (or wrapper) produced.
+
+    `model_copy(update=...)` skips validation, so a tool call's args may not even
+    be a dict; that fails the run here rather than the workflow task later. The
+    copy also keeps a hook from editing the history through a handle it kept.
+    """
     if not isinstance(response, ModelResponse):
         raise CapabilityViolation(f"{where} returned {type(response).__name__}, not a ModelResponse")
+    try:
+        return ModelResponse.model_validate(response.model_dump(warnings=False))
+    except (ValidationError, PydanticSerializationError) as e:
+        raise CapabilityViolation(f"{where} returned an invalid ModelResponse: {e}") from None
+
+
+def normalize(run: Run, response: Any, where: str) -> ModelResponse:
+    """Give a response and its tool calls ids (generated: unique and deterministic)."""
+    response = _validated(response, where)
     parts = [
         p.model_copy(update={"tool_call_id": f"call_{run.new_id()}"})
         if isinstance(p, ToolCallPart) and not p.tool_call_id else p
@@ -157,6 +174,12 @@ async def _call_chain(
         if limit is not None and run.counters.requests >= limit:
             limit_hit.append(UsageLimitExceeded(f"request_limit {limit} reached"))
             raise limit_hit[-1]
+        total = run.limits.total_tokens_limit
+        if total is not None and run.counters.total_tokens > total:  # e.g. a wrapper's second call
+            limit_hit.append(UsageLimitExceeded(
+                f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
+            ))
+            raise limit_hit[-1]
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
         response = await call_model(
             req.model, req.messages, tools=tools, output_tools=req.output_tools,
@@ -187,9 +210,6 @@ def _wrap(
     fn: Callable[..., Any], inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str
 ) -> Callable[[ModelCallRequest], Awaitable[ModelResponse]]:
     async def wrapped(req: ModelCallRequest) -> ModelResponse:
-        result = await _call(fn, where, req, inner)
-        if not isinstance(result, ModelResponse):
-            raise CapabilityViolation(f"{where} returned {type(result).__name__}, not a ModelResponse")
-        return result
+        return _validated(await _call(fn, where, req, inner), where)
 
     return wrapped
