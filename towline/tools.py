@@ -171,6 +171,11 @@ class Tool:
         return cls(name=name, function=function, description=description, **options)
 
     @property
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments object (derived from the signature)."""
+        return self.args_model.model_json_schema()
+
+    @property
     def activity_name(self) -> str:
         """The Temporal activity type that runs this tool."""
         return f"towline.tool.{self.name}"
@@ -180,7 +185,7 @@ class Tool:
         return ToolDefinition(
             name=self.name,
             description=self.description,
-            parameters_json_schema=self.args_model.model_json_schema(),
+            parameters_json_schema=self.json_schema,
             max_retries=self.max_retries,
             kind=self.kind,
             metadata=dict(self.metadata),

@@ -9,7 +9,6 @@ and the signal `cancel` make it inspectable and steerable while it runs.
 
 from __future__ import annotations
 
-import copy
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -23,7 +22,6 @@ from towline.errors import (
     InvalidRunInput,
     MaxStepsExceeded,
     PayloadTooLarge,
-    RunCancelled,
     RunFailure,
     UnknownAgent,
     UsageLimitExceeded,
@@ -33,29 +31,19 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    Usage,
     UserPart,
 )
 from towline.request_refs import REQUEST_QUERY, RequestBook
 from towline.results import Counters, ResumeState, RunInput, RunResult
-from towline.tools import ToolCall, ToolContext
 
+from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
 from .output import CONTINUE, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run, RunView
+from .run import PAYLOAD_LIMIT, Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
-
-
-class ApprovalDecision(BaseModel):
-    """The argument of the `approve` and `reject` updates."""
-
-    call_id: str
-    """The tool call waiting for a decision."""
-    reason: str | None = None
-    """Told to the model on rejection; recorded either way."""
 
 
 class SendInput(BaseModel):
@@ -88,7 +76,7 @@ def _check_fits(value: Any, what: str) -> None:
 
 
 @workflow.defn(name="AgentRun")
-class AgentRun:
+class AgentRun(HookApi):
     """Runs one agent to a final output (see DESIGN.md for every invariant)."""
 
     def __init__(self) -> None:
@@ -254,10 +242,6 @@ class AgentRun:
             run.append(ModelRequest(parts=[UserPart(content=self._inbox.pop(0))]))
             self._consumed += 1
 
-    def _check_cancelled(self) -> None:
-        if self._cancelled:
-            raise RunCancelled("the run was cancelled")
-
     def _should_continue_as_new(self, run: Run, inp: RunInput) -> bool:
         """Temporal suggests it, or the history passed the run's test threshold.
 
@@ -282,96 +266,6 @@ class AgentRun:
         carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
         _check_fits(carried, "the input that continue-as-new would carry")
         workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
-
-    # --- approvals (used by the ToolApproval capability) -------------------------------
-
-    async def request_approval(
-        self, ctx: ToolContext, call: ToolCall, timeout: timedelta | None
-    ) -> ApprovalDecision | None:
-        """Wait durably for a decision on `call`; None means rejected by timeout."""
-        run = self._require_run()
-        call_id = call.tool_call_id
-        run.pending_approvals[call_id] = {
-            "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
-        }
-        run.confirm("waiting")
-        try:
-            await workflow.wait_condition(
-                lambda: call_id in self._decisions or self._cancelled, timeout=timeout
-            )
-        except TimeoutError:
-            self._decisions[call_id] = ApprovalDecision(call_id=call_id, reason="approval timed out")
-            return self._settle(run, call_id, None)
-        self._check_cancelled()
-        return self._settle(run, call_id, self._decisions[call_id])
-
-    def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:
-        run.pending_approvals.pop(call_id, None)
-        run.confirm("waiting" if run.pending_approvals else "running")
-        return decision
-
-    def authority(self) -> frozenset[str]:
-        """Tools this run may execute: its inventory, narrowed by any ancestor's authority."""
-        run = self._require_run()
-        names = frozenset(run.agent.inventory)
-        return names if run.allowed_tools is None else names & run.allowed_tools
-
-    def report_usage(self, usage: Usage) -> None:
-        """Report model usage a hook incurred where it cannot return `llm_usage`.
-
-        For `wrap_model_call` and tool hooks (e.g. a tool selector's own model
-        call). The usage is held apart and merged into the run's usage and ledger
-        by the runtime at the next commit (end of the turn or of the tool batch),
-        exactly like a middleware update's `llm_usage`; hooks never write the
-        counters themselves.
-        """
-        if not isinstance(usage, Usage):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f"report_usage takes a Usage, not {type(usage).__name__}")
-        run = self._require_run()
-        run.reported_usage = run.reported_usage + usage
-
-    @property
-    def agent_run(self) -> RunView:
-        """A read-only view of the run for hook code (agent, ids, confirmed counters)."""
-        run = self._require_run()
-        return RunView(agent=run.agent, run_id=run.run_id, counters=run.counters,
-                       status=run.status, state=copy.deepcopy(run.state))
-
-    def _require_run(self) -> Run:
-        if self._run is None:
-            raise InternalError("the run has not started")
-        return self._run
-
-    @workflow.update
-    async def approve(self, decision: ApprovalDecision) -> str:
-        """Approve a waiting tool call."""
-        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "approved"})
-        self._approved.add(decision.call_id)
-        return "approved"
-
-    @workflow.update
-    async def reject(self, decision: ApprovalDecision) -> str:
-        """Reject a waiting tool call (recorded `denied`; the model is told)."""
-        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "rejected"})
-        return "rejected"
-
-    @approve.validator
-    def _validate_approve(self, decision: ApprovalDecision) -> None:
-        self._validate_decision(decision)
-
-    @reject.validator
-    def _validate_reject(self, decision: ApprovalDecision) -> None:
-        self._validate_decision(decision)
-
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        if decision.call_id in self._decisions:
-            raise ValueError(f"tool call {decision.call_id!r} was already decided")
-        if self._run is None or decision.call_id not in self._run.pending_approvals:
-            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")
-
-    def is_approved(self, call_id: str) -> bool:
-        """Whether the decision on `call_id` was an approval."""
-        return call_id in self._approved
 
     # --- multi-turn, queries, cancel ------------------------------------------------------
 

@@ -1,0 +1,133 @@
+"""What hook code may use of the running `AgentRun` (`towline.workflows.current_run()`).
+
+Approvals (`request_approval`, and the `approve`/`reject` updates that answer
+them), the run's tool authority, usage reporting for hooks that cannot return
+`llm_usage`, and a read-only view of the run. `AgentRun` inherits these; they
+live apart so the workflow module stays about the run loop.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+from towline.errors import InternalError, RunCancelled
+from towline.messages import Usage
+from towline.tools import ToolCall, ToolContext
+
+from .run import Run, RunView
+
+__all__ = ["ApprovalDecision", "HookApi"]
+
+
+class ApprovalDecision(BaseModel):
+    """The argument of the `approve` and `reject` updates."""
+
+    call_id: str
+    """The tool call waiting for a decision."""
+    reason: str | None = None
+    """Told to the model on rejection; recorded either way."""
+
+
+class HookApi:
+    """Approvals, authority, usage reporting and the run view (a base of `AgentRun`)."""
+
+    _run: Run | None
+    _cancelled: bool
+    _decisions: dict[str, ApprovalDecision]
+    _approved: set[str]
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled:
+            raise RunCancelled("the run was cancelled")
+
+    async def request_approval(
+        self, ctx: ToolContext, call: ToolCall, timeout: timedelta | None
+    ) -> ApprovalDecision | None:
+        """Wait durably for a decision on `call`; None means rejected by timeout."""
+        run = self._require_run()
+        call_id = call.tool_call_id
+        run.pending_approvals[call_id] = {
+            "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
+        }
+        run.confirm("waiting")
+        try:
+            await workflow.wait_condition(
+                lambda: call_id in self._decisions or self._cancelled, timeout=timeout
+            )
+        except TimeoutError:
+            self._decisions[call_id] = ApprovalDecision(call_id=call_id, reason="approval timed out")
+            return self._settle(run, call_id, None)
+        self._check_cancelled()
+        return self._settle(run, call_id, self._decisions[call_id])
+
+    def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:
+        run.pending_approvals.pop(call_id, None)
+        run.confirm("waiting" if run.pending_approvals else "running")
+        return decision
+
+    def authority(self) -> frozenset[str]:
+        """Tools this run may execute: its inventory, narrowed by any ancestor's authority."""
+        run = self._require_run()
+        names = frozenset(run.agent.inventory)
+        return names if run.allowed_tools is None else names & run.allowed_tools
+
+    def report_usage(self, usage: Usage) -> None:
+        """Report model usage a hook incurred where it cannot return `llm_usage`.
+
+        For `wrap_model_call` and tool hooks (e.g. a tool selector's own model
+        call). The usage is held apart and merged into the run's usage and ledger
+        by the runtime at the next commit (end of the turn or of the tool batch),
+        exactly like a middleware update's `llm_usage`; hooks never write the
+        counters themselves.
+        """
+        if not isinstance(usage, Usage):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"report_usage takes a Usage, not {type(usage).__name__}")
+        run = self._require_run()
+        run.reported_usage = run.reported_usage + usage
+
+    @property
+    def agent_run(self) -> RunView:
+        """A read-only view of the run for hook code (agent, ids, confirmed counters)."""
+        run = self._require_run()
+        return RunView(agent=run.agent, run_id=run.run_id, counters=run.counters,
+                       status=run.status, state=copy.deepcopy(run.state))
+
+    def _require_run(self) -> Run:
+        if self._run is None:
+            raise InternalError("the run has not started")
+        return self._run
+
+    @workflow.update
+    async def approve(self, decision: ApprovalDecision) -> str:
+        """Approve a waiting tool call."""
+        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "approved"})
+        self._approved.add(decision.call_id)
+        return "approved"
+
+    @workflow.update
+    async def reject(self, decision: ApprovalDecision) -> str:
+        """Reject a waiting tool call (recorded `denied`; the model is told)."""
+        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "rejected"})
+        return "rejected"
+
+    @approve.validator
+    def _validate_approve(self, decision: ApprovalDecision) -> None:
+        self._validate_decision(decision)
+
+    @reject.validator
+    def _validate_reject(self, decision: ApprovalDecision) -> None:
+        self._validate_decision(decision)
+
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        if decision.call_id in self._decisions:
+            raise ValueError(f"tool call {decision.call_id!r} was already decided")
+        if self._run is None or decision.call_id not in self._run.pending_approvals:
+            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")
+
+    def is_approved(self, call_id: str) -> bool:
+        """Whether the decision on `call_id` was an approval."""
+        return call_id in self._approved
