@@ -3,6 +3,10 @@
 from .base import Capability, CapabilityLike, JumpTo, Middleware, NextModelCall
 from .completion_gate import CompletionGate
 from .compose import (
+    arun_after_model_request,
+    arun_after_tool_execute,
+    arun_before_model_request,
+    arun_before_tool_execute,
     run_after_model_request,
     run_after_tool_execute,
     run_before_model_request,
@@ -38,6 +42,10 @@ __all__ = [
     "run_after_model_request",
     "run_before_tool_execute",
     "run_after_tool_execute",
+    "arun_before_model_request",
+    "arun_after_model_request",
+    "arun_before_tool_execute",
+    "arun_after_tool_execute",
     "ToolSelector",
     "CompletionGate",
     "ModelFallback",

@@ -11,6 +11,7 @@ through as they are. The invariants of actual runs do not apply here.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 
 from towline import Capability, Middleware
 from towline.capabilities import (
+    arun_before_model_request,
+    arun_before_tool_execute,
     run_after_model_request,
     run_after_tool_execute,
     run_before_model_request,
@@ -92,9 +95,9 @@ IGNORED = Middleware("mw", before_model=lambda state: {"never": True})
 """Middleware hooks are not capability hooks; the helpers skip them."""
 
 
-async def test_before_model_request_composes_in_order_on_a_plain_dict() -> None:
+def test_before_model_request_composes_in_order_on_a_plain_dict() -> None:
     value = {"messages": ["a", "b secret", "c"], "request_messages": [], "trace": []}
-    result = await run_before_model_request([Window, Nothing, Redact(word="secret"), IGNORED],
+    result = run_before_model_request([Window, Nothing, Redact(word="secret"), IGNORED],
                                             value)
     assert result == {
         "messages": ["a", "b secret", "c"],
@@ -104,31 +107,51 @@ async def test_before_model_request_composes_in_order_on_a_plain_dict() -> None:
     assert value["request_messages"] == []  # the input itself was not changed
 
 
-async def test_order_follows_the_list() -> None:
+def test_order_follows_the_list() -> None:
     value = {"messages": ["x"], "request_messages": ["x"], "trace": []}
-    result = await run_after_model_request([Redact(word="q"), Window, Redact(word="z")], value)
+    result = run_after_model_request([Redact(word="q"), Window, Redact(word="z")], value)
     assert result["trace"] == ["Redact(q)", "Window", "Redact(z)"]
 
 
-async def test_no_runtime_fields_are_invented_or_restored() -> None:
+def test_no_runtime_fields_are_invented_or_restored() -> None:
     plain = {"messages": []}
-    assert await run_before_model_request([Nothing, IGNORED], plain) == {"messages": []}
-    result = await run_before_model_request([Bump], {"run_step": 1, "tool_retries": {"t": 1}})
+    assert run_before_model_request([Nothing, IGNORED], plain) == {"messages": []}
+    result = run_before_model_request([Bump], {"run_step": 1, "tool_retries": {"t": 1}})
     assert result == {"run_step": 99, "tool_retries": {}}
 
 
-async def test_invalid_results_are_passed_on_not_repaired() -> None:
-    assert await run_before_model_request([Returns], {"messages": []}) is None
+def test_invalid_results_are_passed_on_not_repaired() -> None:
+    assert run_before_model_request([Returns], {"messages": []}) is None
     with pytest.raises(KeyError, match="boom"):
-        await run_after_model_request([Raises], {"messages": []})
+        run_after_model_request([Raises], {"messages": []})
 
 
-async def test_tool_hooks_on_plain_values() -> None:
+def test_tool_hooks_on_plain_values() -> None:
     ctx: dict[str, Any] = {"log": []}
     call = {"id": "c1", "name": "send", "args": {"body": "my secret"}}
-    result = await run_before_tool_execute([Redact(), Bump], ctx, call)
+    result = run_before_tool_execute([Redact(), Bump], ctx, call)
     assert result == {"id": "changed", "name": "send", "args": {"body": "my ***"}}
     assert call["id"] == "c1"
 
-    assert await run_after_tool_execute([Bump, Nothing, Redact()], ctx, result, "ok") is None
+    assert run_after_tool_execute([Bump, Nothing, Redact()], ctx, result, "ok") is None
     assert ctx["log"] == [("Bump", "send", "ok"), ("Redact", "send", "ok")]
+
+
+class Sleeps(Capability):
+    """An async hook that needs a running event loop."""
+
+    async def before_model_request(self, state: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {**state, "slept": True}
+
+
+def test_a_hook_needing_the_event_loop_points_to_the_async_twin() -> None:
+    with pytest.raises(TypeError, match="arun_before_model_request"):
+        run_before_model_request([Sleeps], {"messages": []})
+
+
+async def test_async_twins_run_hooks_that_need_the_event_loop() -> None:
+    result = await arun_before_model_request([Window, Sleeps], {"messages": ["a"], "trace": []})
+    assert result == {"messages": ["a"], "request_messages": ["a"], "trace": ["Window"], "slept": True}
+    call = {"id": "c1", "name": "send", "args": {"body": "a secret"}}
+    assert (await arun_before_tool_execute([Redact()], {}, call))["args"] == {"body": "a ***"}
