@@ -30,6 +30,7 @@ from temporalio.common import RetryPolicy
 from towline import Agent, ToolContext, tool
 from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from towline.models import FunctionModel, ModelInfo
+from towline.results import RunResult
 
 __all__ = [
     "AGENTS",
@@ -260,3 +261,12 @@ async def wait_for_file(folder: Path, timeout: float = 30.0) -> Path:
             if found:
                 return found[0]
             await asyncio.sleep(0.05)
+
+
+def call_keys(result: RunResult) -> list[str]:
+    """The idempotency keys (as effect file names) of a run's tool calls, in order."""
+    responses = [m for m in result.messages if isinstance(m, ModelResponse)]
+    return [
+        f"{result.run_id}__{step}__{c.tool_call_id}"
+        for step, m in enumerate(responses, start=1) for c in m.tool_calls
+    ]

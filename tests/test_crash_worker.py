@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from durable_agents import (
     WorkerProcess,
+    call_keys,
     crash_model_agent,
     crash_tool_agent,
     effects,
@@ -27,7 +28,7 @@ from durable_agents import (
 from temporalio.client import Client
 
 from towline.client import start_run
-from towline.messages import ModelRequest, ModelResponse, ToolReturnPart
+from towline.messages import ModelRequest, ToolReturnPart
 from towline.plugin import TowlinePlugin
 from towline.results import RunResult
 
@@ -58,14 +59,6 @@ def _spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str
     return w
 
 
-def _call_keys(result: RunResult) -> list[str]:
-    """The idempotency keys (as file names) of the run's tool calls, in order."""
-    return [
-        f"{result.run_id}__{c.tool_call_id}"
-        for m in result.messages if isinstance(m, ModelResponse) for c in m.tool_calls
-    ]
-
-
 def _statuses(result: RunResult) -> list[str]:
     return [
         p.status for m in result.messages if isinstance(m, ModelRequest)
@@ -86,7 +79,7 @@ async def test_worker_killed_during_idempotent_tool(
 
     assert result.output == "recorded first | slow second done"
     assert _statuses(result) == ["succeeded", "succeeded"]
-    before, slow = _call_keys(result)
+    before, slow = call_keys(result)
     # Each confirmed call took effect exactly once, the slow one despite the crash.
     assert effects(tmp_path) == {before: 1, slow: 1}
     # The call finished before the crash never ran again; the slow one ran twice
@@ -110,7 +103,7 @@ async def test_worker_killed_during_model_request(
 
     assert result.output == "recorded before | recorded after"
     assert _statuses(result) == ["succeeded", "succeeded"]
-    before, after = _call_keys(result)
+    before, after = call_keys(result)
     assert effects(tmp_path) == {before: 1, after: 1}
     assert executions(tmp_path) == {before: 1, after: 1}
     # Only the interrupted model request was attempted again.

@@ -495,3 +495,22 @@ async def test_reducer_result_that_is_not_json_fails_the_run(worker: tuple[Clien
     err = await _fails(worker, "opaque_reducer")
     assert err.reason == "CapabilityViolation"
     assert "'n'" in err.message
+
+
+async def test_reused_call_ids_get_distinct_idempotency_keys(client: Client) -> None:
+    """Providers may number calls from call_0 in every response: keys must still differ."""
+    keys: list[str] = []
+
+    @tool(idempotent=True)
+    def remember(ctx: ToolContext) -> str:
+        """Record the idempotency key."""
+        keys.append(ctx.idempotency_key)
+        return "ok"
+
+    script = Script([calls(call("remember", {}, "call_0")), calls(call("remember", {}, "call_0")),
+                     text("done")])
+    agent = Agent(name="review-reused-keys", model=script.model, tools=[remember])
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        result = await run(tclient, agent, "go", task_queue=queue)
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert keys == [f"{result.run_id}/1/call_0", f"{result.run_id}/2/call_0"]

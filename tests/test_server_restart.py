@@ -15,6 +15,7 @@ import pytest
 from durable_agents import (
     EFFECTS_ENV,
     SLOW_ENV,
+    call_keys,
     crash_tool_agent,
     effects,
     executions,
@@ -25,7 +26,6 @@ from temporalio.client import Client
 
 from towline.client import start_run
 from towline.devserver import DevServerProcess
-from towline.messages import ModelResponse
 from towline.testing import towline_worker
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,10 +56,7 @@ async def test_server_killed_mid_run_and_restarted_on_same_file(
         print(server.log_path.read_text(errors="replace")[-3000:])
 
     assert result.output == "recorded first | slow second done"
-    before, slow = [
-        f"{result.run_id}__{c.tool_call_id}"
-        for m in result.messages if isinstance(m, ModelResponse) for c in m.tool_calls
-    ]
+    before, slow = call_keys(result)
     assert effects(root) == {before: 1, slow: 1}
     assert executions(root)[before] == 1
     assert model_attempts(root, handle.id) == {1: 1, 2: 1, 3: 1}

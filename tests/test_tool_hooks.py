@@ -171,7 +171,7 @@ async def test_tool_context_carries_the_real_identity(worker: tuple[Client, str]
 
     executed = _executed(run_id)
     assert [key(c) for c in executed] == expected
-    assert [c.idempotency_key for c in executed] == [f"{run_id}/k1", f"{run_id}/k2"]
+    assert [c.idempotency_key for c in executed] == [f"{run_id}/1/k1", f"{run_id}/2/k2"]
     seen = [(hook, key(c), status) for hook, c, status in HOOK_SEEN if c.run_id == run_id]
     assert seen == [
         ("before", expected[0], ""), ("after", expected[0], "retry"),

@@ -90,7 +90,10 @@ class ToolContext(BaseModel):
     retry: int = 0
     """Consecutive failures of this tool so far in the run."""
     idempotency_key: str = ""
-    """Stable across activity retries and worker crashes: `<run_id>/<tool_call_id>`."""
+    """Stable across activity retries and worker crashes: `<run_id>/<run_step>/<tool_call_id>`.
+
+    The step is part of it because providers may reuse call ids in later responses.
+    """
     state: dict[str, Any] = Field(default_factory=dict)
     """A copy of the run's contributed state at the time of the call."""
 

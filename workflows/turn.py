@@ -100,6 +100,8 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
                        where_of(cap, "before_model"), allow_jump=False)
 
     output_tool = agent.output_tool()
+    if output_tool is not None:  # the run's own limit, which its input may have overridden
+        output_tool = output_tool.model_copy(update={"max_retries": run.limits.output_retries})
     state = ModelRequestState(
         messages=list(turn.messages), request_messages=list(turn.messages),
         model=agent.model_name, settings=agent.settings,
