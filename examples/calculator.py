@@ -28,7 +28,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 
-__all__ = ["agent", "add", "multiply", "evaluate", "arithmetic_model"]
+__all__ = ["agent", "test_agent", "add", "multiply", "evaluate", "arithmetic_model"]
 
 
 def _tidy(value: float) -> float:
@@ -164,3 +164,12 @@ agent = Agent(
     tools=[add, multiply, evaluate],
 )
 """The agent `towline run examples.calculator:agent "..."` runs (runs start it by name)."""
+
+test_agent = Agent(
+    name="calculator-test",
+    model="test",
+    instructions=agent.instructions,
+    tools=agent.tools,
+)
+"""The same tools on the built-in `TestModel`: it calls each tool once with placeholder
+arguments, then answers with a JSON summary of what they returned."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from temporalio.client import Client
 
-from examples.calculator import agent
+from examples.calculator import agent, test_agent
 from towline.client import run
 from towline.messages import ModelRequest, ModelResponse, ToolReturnPart
 from towline.testing import towline_worker
@@ -49,3 +51,17 @@ async def test_calculator_reports_an_invalid_expression(client: Client) -> None:
     assert result.output == (
         "I could not compute that: '(2 + ) * 4' is not a valid arithmetic expression."
     )
+
+
+async def test_the_same_tools_run_offline_on_test_model(client: Client) -> None:
+    async with towline_worker(client, [test_agent]) as (tclient, queue):
+        result = await run(tclient, test_agent, "anything", task_queue=queue)
+    # TestModel calls each tool once with placeholder arguments ("a", 1.0) and summarises:
+    # "a" is no arithmetic, so `evaluate` asks for a retry, which the summary reports.
+    summary = json.loads(result.output)
+    assert summary.pop("evaluate").startswith("cannot evaluate 'a': unsupported element Name")
+    assert summary == {"add": 2, "multiply": 1}
+    assert [(name, status) for name, _, status in _returns(result.messages)] == [
+        ("add", "succeeded"), ("multiply", "succeeded"), ("evaluate", "retry"),
+    ]
+    assert result.counters.tool_calls == 3
