@@ -70,6 +70,8 @@ async def record(out_dir: Path) -> list[Path]:
                     "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue,
                     result_type=RunResult,
                 )
+                if rec.interact is not None:
+                    await rec.interact(handle)
                 try:
                     await handle.result()
                 except WorkflowFailureError:

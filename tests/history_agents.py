@@ -13,11 +13,14 @@ they are deterministic so that re-recording gives the same conversations.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
+from temporalio.client import WorkflowHandle
 
 from towline import (
     Agent,
@@ -31,10 +34,12 @@ from towline import (
     ToolReturn,
     tool,
 )
+from towline.capabilities import ToolApproval
 from towline.errors import ModelRetry
 from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunInput
+from towline.workflows import ApprovalDecision, SendInput
 
 __all__ = ["HISTORY_AGENTS", "RECORDINGS", "Recording"]
 
@@ -235,19 +240,75 @@ ticking_agent = Agent(
 )
 
 
+@tool
+def transfer(amount: int) -> str:
+    """Move money (a human approves each transfer)."""
+    return f"moved {amount}"
+
+
+def approval_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Step 1: two transfers; step 2: report the decisions; step 3: answer the follow-up."""
+    if info.run_step == 1:
+        return _calls(("transfer", {"amount": 5}), ("transfer", {"amount": 500}))
+    if info.run_step == 2:
+        return ", ".join(f"{r.tool_call_id}={r.status}" for r in _returns(messages)[-2:])
+    return "you are welcome"
+
+
+approval_agent = Agent(
+    name="history-approval", model=FunctionModel(approval_script, model_name="history-approval"),
+    tools=[transfer], capabilities=[ToolApproval(tools=["transfer"], timeout=timedelta(hours=1))],
+)
+
+
+async def _eventually(probe: Callable[[], Awaitable[bool]]) -> None:
+    for _ in range(400):
+        if await probe():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the recorded run never reached the expected state")
+
+
+async def approve_one_reject_one_then_chat(handle: WorkflowHandle[Any, Any]) -> None:
+    """Approve the first transfer, reject the second, send one more message, end the session."""
+
+    async def pending() -> dict[str, Any]:
+        state: dict[str, Any] = await handle.query("state")
+        return state["pending_approvals"]
+
+    async def both_pending() -> bool:
+        return len(await pending()) == 2
+
+    await _eventually(both_pending)
+    waiting = await pending()
+    first, second = sorted(waiting, key=lambda call_id: waiting[call_id]["args"]["amount"])
+    await handle.execute_update("approve", ApprovalDecision(call_id=first))
+    await handle.execute_update("reject", ApprovalDecision(call_id=second, reason="too much"))
+
+    async def session_waiting() -> bool:
+        state: dict[str, Any] = await handle.query("state")
+        return state["status"] == "waiting" and not state["pending_approvals"]
+
+    await _eventually(session_waiting)
+    await handle.execute_update("send", SendInput(content="thanks"))
+    await handle.signal("cancel")
+
+
 HISTORY_AGENTS = [
     tools_agent, capability_agent, middleware_agent, structured_agent, failing_agent,
     ticking_agent,
+    approval_agent,
 ]
 """Every agent a committed history names."""
 
 
 @dataclass(frozen=True)
 class Recording:
-    """One recorded run: its workflow id (the file name) and its input."""
+    """One recorded run: its workflow id (the file name), its input, and what a person does."""
 
     workflow_id: str
     input: RunInput
+    interact: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]] | None = None
 
 
 RECORDINGS = [
@@ -259,6 +320,10 @@ RECORDINGS = [
     Recording(
         "history-continue-as-new",
         RunInput(agent="history-continue-as-new", prompt="tick", continue_as_new_after_events=25),
+    ),
+    Recording(
+        "history-approval", RunInput(agent="history-approval", prompt="pay", session=True),
+        interact=approve_one_reject_one_then_chat,
     ),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

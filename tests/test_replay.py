@@ -64,22 +64,24 @@ async def test_replay_detects_a_changed_command() -> None:
 
 
 async def test_fresh_history_replays(client: Client) -> None:
-    """Record histories now (a success and a failure) and replay them at once."""
+    """Record histories now (a success, a failure, an approval session) and replay them."""
     histories: list[WorkflowHistory] = []
     async with towline_worker(client, HISTORY_AGENTS) as (tclient, queue):
         for rec in RECORDINGS:
-            if rec.workflow_id not in ("history-capability", "history-failed"):
+            if rec.workflow_id not in ("history-capability", "history-failed", "history-approval"):
                 continue
             handle = await tclient.start_workflow(
                 "AgentRun", RunInput.model_validate(rec.input.model_dump()),
                 id=f"{rec.workflow_id}-fresh-{queue}", task_queue=queue, result_type=RunResult,
             )
+            if rec.interact is not None:
+                await rec.interact(handle)
             try:
                 await handle.result()
             except WorkflowFailureError:
                 assert rec.workflow_id == "history-failed"
             histories.append(await handle.fetch_history())
-    assert len(histories) == 2
+    assert len(histories) == 3
     for history in histories:
         result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{history.workflow_id}: {result.replay_failure!r}"
