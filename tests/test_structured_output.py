@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
-from scripts import Script, assert_paired, call, calls, returns
-from towline import Agent, Limits, ModelResponse, RetryPart
+from scripts import Script, assert_paired, call, calls, returns, text
+from towline import Agent, Limits, Middleware, ModelResponse, RetryPart
 from towline.client import run
 from towline.errors import RunError
 from towline.testing import towline_worker
@@ -116,3 +117,26 @@ async def test_text_answer_is_validated_too(worker: tuple[Client, str]) -> None:
     retries = [p for m in result.messages if m.kind == "request"
                for p in m.parts if isinstance(p, RetryPart)]
     assert len(retries) == 1 and "final_result" in retries[0].content
+
+
+class Verdict(BaseModel):
+    """A structured answer."""
+
+    ok: bool
+
+
+def _ender(state: dict[str, Any]) -> dict[str, Any]:
+    return {"jump_to": "end"}
+
+
+@pytest.mark.parametrize(("answer", "expected"), [('{"ok": true}', {"ok": True}), ("not json", None)])
+async def test_an_end_jump_gives_validated_output_or_none(
+    client: Client, answer: str, expected: Any
+) -> None:
+    script = Script([text(answer)])
+    agent = Agent(name=f"structured-end-{expected is None}", model=script.model,
+                  output_type=Verdict, capabilities=[Middleware("ender", after_model=_ender)])
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        result = await run(tclient, agent, "judge", task_queue=queue)
+    assert result.output == expected
+    assert result.counters.output_retries_used == 0

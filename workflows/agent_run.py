@@ -38,7 +38,7 @@ from towline.results import Counters, ResumeState, RunInput, RunResult
 
 from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
-from .output import CONTINUE, structured_output, text_output
+from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
@@ -210,7 +210,7 @@ class AgentRun(HookApi):
         if jump in ("end", "model") or (jump == "tools" and not function_calls):
             run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
             run.confirm()
-            return CONTINUE if jump == "model" else (response.text or None)
+            return CONTINUE if jump == "model" else jumped_output(run, response)
         if output_calls and jump != "tools":
             return structured_output(run, output_calls[0])
         if function_calls:

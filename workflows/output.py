@@ -18,7 +18,7 @@ from towline.tools import ToolCall
 
 from .run import Run
 
-__all__ = ["CONTINUE", "structured_output", "text_output", "output_retry"]
+__all__ = ["CONTINUE", "structured_output", "text_output", "output_retry", "jumped_output"]
 
 CONTINUE: Any = object()
 """Returned instead of an output when the run goes on to another turn."""
@@ -74,3 +74,19 @@ def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
         raise OutputRetriesExhausted(
             f"output invalid {used} times (output_retries {run.limits.output_retries}): {message}"
         )
+
+
+def jumped_output(run: Run, response: ModelResponse) -> Any:
+    """The output of a run a hook ended by a jump: never a retry, never a failure.
+
+    Text for a text agent (None if there is none). For an `output_type` agent the
+    response's text is validated as JSON; when it is not valid output, the run ends
+    with None rather than with a value of the wrong shape.
+    """
+    adapter = run.agent.output_adapter
+    if adapter is None:
+        return response.text or None
+    try:
+        return adapter.dump_python(adapter.validate_json(response.text), mode="json")
+    except ValidationError:
+        return None
