@@ -27,16 +27,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio import activity, workflow  # noqa: E402
-from temporalio.client import Client  # noqa: E402
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from towline import Agent, Limits, ModelResponse, ToolCallPart, tool  # noqa: E402
-from towline.client import run  # noqa: E402
-from towline.devserver import start_dev_server  # noqa: E402
-from towline.messages import Message  # noqa: E402
-from towline.models import FunctionModel, ModelInfo  # noqa: E402
-from towline.testing import towline_worker  # noqa: E402
+from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline.client import run
+from towline.devserver import start_dev_server
+from towline.messages import Message
+from towline.models import FunctionModel, ModelInfo
+from towline.testing import towline_worker
 
 PAYLOAD = "x" * 200
 
