@@ -12,26 +12,23 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import timedelta
 
-from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelResponse
+from towline.messages import MESSAGES, Message, ModelResponse
 from towline.models import Model, ModelHTTPError, ModelInfo, resolve_model
+from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .io import ModelActivityInput
 
-__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE", "RESPONSE_LIMIT"]
+__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 
 MODEL_ACTIVITY = "towline.model_request"
 CACHE_SIZE = 20_000
 """Messages a worker keeps by reference (least recently used are dropped first)."""
-RESPONSE_LIMIT = 2 * 1024 * 1024 - 128 * 1024
-"""Bytes a model response may have (Temporal's default 2 MiB blob limit, less headroom)."""
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 class ModelActivities:
@@ -77,7 +74,7 @@ class ModelActivities:
         info = activity.info()
         handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
         raw: str = await handle.query(REQUEST_QUERY, req.request_key, result_type=str)
-        messages = _MESSAGES.validate_json(raw)
+        messages = MESSAGES.validate_json(raw)
         refs = [message_ref(m) for m in messages]
         if refs != req.message_refs:
             raise ApplicationError("model request messages do not match their references",
@@ -99,9 +96,9 @@ def _check_size(response: ModelResponse) -> None:
     Temporal would reject it anyway (the SDK fails the completion, and retries
     would only repeat the cost); the workflow turns this into `PayloadTooLarge`.
     """
-    size = activity.payload_converter().to_payloads([response])[0].ByteSize()
-    if size > RESPONSE_LIMIT:
+    size = payload_size(activity.payload_converter(), response)
+    if size > PAYLOAD_LIMIT:
         raise ApplicationError(
-            f"model response of {size} bytes exceeds the {RESPONSE_LIMIT}-byte payload limit",
+            f"model response of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte payload limit",
             type="PayloadTooLarge", non_retryable=True,
         )

@@ -16,14 +16,13 @@ from typing import Any
 from temporalio import activity
 
 from towline.errors import ModelRetry, ToolError
+from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.tools import Tool, ToolResult
 
 from .io import ToolActivityInput, ToolActivityResult
 
-__all__ = ["make_tool_activity", "RESULT_LIMIT"]
+__all__ = ["make_tool_activity"]
 
-RESULT_LIMIT = 2 * 1024 * 1024 - 128 * 1024
-"""Bytes a tool result may have (Temporal's default 2 MiB blob limit, less headroom)."""
 
 
 def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[ToolActivityResult]]:
@@ -66,8 +65,8 @@ def _jsonable(value: Any) -> Any:
 
 def _fit(result: ToolActivityResult) -> ToolActivityResult:
     """Replace content too large for one payload (the tool did run: report, don't fail)."""
-    size = activity.payload_converter().to_payloads([result])[0].ByteSize()
-    if size <= RESULT_LIMIT:
+    size = payload_size(activity.payload_converter(), result)
+    if size <= PAYLOAD_LIMIT:
         return result
-    note = f"[tool result of {size} bytes exceeds the {RESULT_LIMIT}-byte payload limit; omitted]"
+    note = f"[tool result of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte payload limit; omitted]"
     return result.model_copy(update={"content": note})

@@ -23,7 +23,6 @@ from towline.messages import (
     ModelRequest,
     ModelResponse,
     SystemPart,
-    ToolReturnPart,
     Usage,
     UserPart,
 )
@@ -120,16 +119,9 @@ class CompletionGate(Capability):
         update[self.state_key] = {"attempts": attempts, "verdict": "retrying", "feedback": feedback}
         note = (f"{BOUNCE} (attempt {attempts} of {self.max_attempts}). "
                 f"Feedback: {feedback}\nRevise your answer.")
-        # A structured answer is a tool call: its return must come right after it (before the
-        # feedback), or providers reject the next request. The runtime only closes calls
-        # left unpaired after this message, which would put the return after it.
-        returns: list[Any] = [
-            ToolReturnPart(tool_name=c.tool_name, tool_call_id=c.tool_call_id,
-                           content=f"rejected by the completion check: {feedback}",
-                           status="validation_error")
-            for c in messages[-1].tool_calls
-        ] if isinstance(messages[-1], ModelResponse) else []
-        update["messages"] = [ModelRequest(parts=[*returns, UserPart(content=note)])]
+        # A bounced structured answer is an output-tool call: the runtime records its
+        # `not_executed` return right after it, before this feedback.
+        update["messages"] = [ModelRequest(parts=[UserPart(content=note)])]
         update["jump_to"] = "model"
         return update
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
+from scripts import Seen, text
+from scripts import returns as tool_returns
 from towline.agent import Agent
 from towline.client import run, start_run
 from towline.errors import RunError
@@ -26,7 +28,6 @@ from towline.messages import (
     SystemPart,
     TextPart,
     ToolCallPart,
-    ToolReturnPart,
     UserPart,
 )
 from towline.models import FunctionModel, Model, ModelInfo
@@ -49,11 +50,6 @@ __all__ = [
 ]
 
 
-def text(content: str) -> ModelResponse:
-    """A final text answer."""
-    return ModelResponse(parts=[TextPart(content=content)], finish_reason="stop")
-
-
 def calls(*specs: tuple[str, dict[str, Any]]) -> ModelResponse:
     """A response calling each `(tool_name, args)` in order."""
     return ModelResponse(
@@ -65,19 +61,6 @@ def calls(*specs: tuple[str, dict[str, Any]]) -> ModelResponse:
 def user(content: str, id: str = "") -> ModelRequest:
     """A user message (optionally with a fixed id)."""
     return ModelRequest(id=id, parts=[UserPart(content=content)])
-
-
-@dataclass
-class Seen:
-    """One request as the model received it."""
-
-    messages: list[Message]
-    info: ModelInfo
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the function tools offered in this request."""
-        return [t.name for t in self.info.tools]
 
 
 @dataclass
@@ -96,7 +79,7 @@ class Recorder:
 
         def fn(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
             index = len(self.seen)
-            self.seen.append(Seen(list(messages), info))
+            self.seen.append(Seen(info.agent, info.run_step, list(messages), info))
             return self.answer(index, messages, info)
 
         return FunctionModel(fn, model_name=self.name, **options)
@@ -152,14 +135,6 @@ def ledger(events: Sequence[Any]) -> Counters:
     snapshots = counters_from_history(events)
     assert snapshots, "the history holds no ledger snapshot"
     return snapshots[-1]
-
-
-def tool_returns(messages: Sequence[Message]) -> list[ToolReturnPart]:
-    """Every tool return record, in history order."""
-    return [
-        p for m in messages if isinstance(m, ModelRequest)
-        for p in m.parts if isinstance(p, ToolReturnPart)
-    ]
 
 
 def contents(message: Message) -> list[str]:

@@ -38,6 +38,7 @@ __all__ = [
     "calls",
     "text",
     "returns",
+    "statuses",
     "assert_paired",
 ]
 
@@ -122,6 +123,11 @@ def returns(messages: Iterable[Message]) -> list[ToolReturnPart]:
         p for m in messages if isinstance(m, ModelRequest)
         for p in m.parts if isinstance(p, ToolReturnPart)
     ]
+
+
+def statuses(messages: Iterable[Message]) -> dict[str, str]:
+    """Each tool call id's return status."""
+    return {r.tool_call_id: r.status for r in returns(messages)}
 
 
 def assert_paired(run: RunResult | PartialRun | Sequence[Message]) -> None:

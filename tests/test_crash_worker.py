@@ -27,10 +27,9 @@ from durable_agents import (
 )
 from temporalio.client import Client
 
+from scripts import returns
 from towline.client import start_run
-from towline.messages import ModelRequest, ToolReturnPart
 from towline.plugin import TowlinePlugin
-from towline.results import RunResult
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,13 +58,6 @@ def _spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str
     return w
 
 
-def _statuses(result: RunResult) -> list[str]:
-    return [
-        p.status for m in result.messages if isinstance(m, ModelRequest)
-        for p in m.parts if isinstance(p, ToolReturnPart)
-    ]
-
-
 async def test_worker_killed_during_idempotent_tool(
     tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
@@ -78,7 +70,7 @@ async def test_worker_killed_during_idempotent_tool(
     result = await handle.result()
 
     assert result.output == "recorded first | slow second done"
-    assert _statuses(result) == ["succeeded", "succeeded"]
+    assert [r.status for r in returns(result.messages)] == ["succeeded", "succeeded"]
     before, slow = call_keys(result)
     # Each confirmed call took effect exactly once, the slow one despite the crash.
     assert effects(tmp_path) == {before: 1, slow: 1}
@@ -102,7 +94,7 @@ async def test_worker_killed_during_model_request(
     result = await handle.result()
 
     assert result.output == "recorded before | recorded after"
-    assert _statuses(result) == ["succeeded", "succeeded"]
+    assert [r.status for r in returns(result.messages)] == ["succeeded", "succeeded"]
     before, after = call_keys(result)
     assert effects(tmp_path) == {before: 1, after: 1}
     assert executions(tmp_path) == {before: 1, after: 1}

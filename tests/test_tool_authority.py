@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from scripts import Script, assert_paired, call, calls, returns
+from scripts import Script, assert_paired, call, calls, statuses
 from towline import (
     Agent,
     Capability,
@@ -51,10 +51,6 @@ def beta(ctx: ToolContext) -> str:
 
 def _executed(run_id: str) -> list[str]:
     return [call_id for rid, call_id, _ in EXECUTED if rid == run_id]
-
-
-def _statuses(messages: Any) -> dict[str, str]:
-    return {r.tool_call_id: r.status for r in returns(messages)}
 
 
 class OnlyAlpha(Capability):
@@ -135,7 +131,7 @@ async def test_unselected_tool_is_not_executed(worker: tuple[Client, str]) -> No
     result = await run(tclient, UNSELECTED_AGENT, "go", task_queue=queue)
     assert [t.name for t in UNSELECTED.seen[0].info.tools] == ["alpha"]
     assert _executed(result.run_id) == ["a1"]
-    assert _statuses(result.messages) == {"b1": "denied", "a1": "succeeded"}
+    assert statuses(result.messages) == {"b1": "denied", "a1": "succeeded"}
     assert result.counters.tool_calls == 1
     assert result.output == "done"
     assert_paired(result)
@@ -145,7 +141,7 @@ async def test_after_hook_calls_are_checked_like_the_models(worker: tuple[Client
     tclient, queue = worker
     result = await run(tclient, AFTER_AGENT, "go", task_queue=queue)
     assert _executed(result.run_id) == ["a1"]
-    assert _statuses(result.messages) == {
+    assert statuses(result.messages) == {
         "a1": "succeeded", "added-beta": "denied", "added-alpha": "validation_error",
     }
     assert result.output == "done"
@@ -164,7 +160,7 @@ async def test_sub_agent_never_gains_tools_its_ancestor_lacked(
     result = await handle.result()
     assert [t.name for t in ANCESTOR.seen[0].info.tools] == ["alpha"]
     assert _executed(result.run_id) == ["a1"]
-    assert _statuses(result.messages) == {"b1": "denied", "a1": "succeeded"}
+    assert statuses(result.messages) == {"b1": "denied", "a1": "succeeded"}
     assert_paired(result)
 
 
@@ -179,7 +175,7 @@ async def test_changing_call_identity_fails_and_executes_nothing(
     assert err.reason == "ToolCallIdentityChanged"
     assert err.partial is not None
     assert _executed(err.partial.run_id) == []
-    assert _statuses(err.partial.messages) == {"x1": "not_executed", "x2": "not_executed"}
+    assert statuses(err.partial.messages) == {"x1": "not_executed", "x2": "not_executed"}
     assert err.partial.counters.tool_calls == 0
     assert [s.agent for s in IDENTITY.seen].count(IDENTITY_AGENTS[field].name) == 1
     assert_paired(err.partial)
@@ -189,7 +185,7 @@ async def test_invalid_rewritten_arguments_have_no_effect(worker: tuple[Client, 
     tclient, queue = worker
     result = await run(tclient, REWRITE_AGENT, "go", task_queue=queue)
     assert _executed(result.run_id) == []
-    assert _statuses(result.messages) == {"v1": "validation_error"}
+    assert statuses(result.messages) == {"v1": "validation_error"}
     assert result.counters.tool_calls == 0
     # The run goes on: the model is asked again and answers.
     assert [s.run_step for s in REWRITE.seen] == [1, 2]

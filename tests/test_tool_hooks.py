@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from scripts import Script, assert_paired, call, calls, returns
+from scripts import Script, assert_paired, call, calls, returns, statuses
 from towline import (
     Agent,
     Capability,
@@ -111,17 +110,13 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
         yield pair
 
 
-def _statuses(messages: Any) -> dict[str, str]:
-    return {r.tool_call_id: r.status for r in returns(messages)}
-
-
 async def test_raising_before_hook_skips_that_call_and_the_run_goes_on(
     worker: tuple[Client, str],
 ) -> None:
     tclient, queue = worker
     result = await run(tclient, BEFORE_AGENT, "go", task_queue=queue)
     assert [c.tool_call_id for c in _executed(result.run_id)] == ["b2"]
-    assert _statuses(result.messages) == {"b1": "not_executed", "b2": "succeeded"}
+    assert statuses(result.messages) == {"b1": "not_executed", "b2": "succeeded"}
     assert [s.run_step for s in BEFORE.seen] == [1, 2]
     assert result.output == "done"
     assert_paired(result)

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -46,13 +46,12 @@ from towline.cli_server import (
 )
 from towline.cli_show import format_call, short
 from towline.client import run_error, start_run
-from towline.messages import Message, ModelRequest, ModelResponse
+from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
 from towline.results import RunResult
 
 __all__ = ["run_command", "Progress"]
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
 _QUERY_TIMEOUT = timedelta(seconds=2)
@@ -136,7 +135,7 @@ async def _poll(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
     except (TimeoutError, RPCError, WorkflowQueryFailedError):
         return
     try:
-        progress.messages(_MESSAGES.validate_python(raw))
+        progress.messages(MESSAGES.validate_python(raw))
     except ValidationError:
         return
     progress.state(state)

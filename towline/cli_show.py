@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import TypeAdapter
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -37,7 +36,7 @@ from towline.cli_common import (
 )
 from towline.client import run_error
 from towline.ledger import MEMO_KEY, decode_counters
-from towline.messages import Message, ModelRequest, Usage
+from towline.messages import MESSAGES, Message, ModelRequest, Usage
 from towline.results import Counters, RunResult
 
 __all__ = [
@@ -49,7 +48,6 @@ __all__ = [
     "decision_command",
 ]
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 QUERY_TIMEOUT = timedelta(seconds=5)
 
 
@@ -154,7 +152,7 @@ async def _read_running(view: _View, handle: WorkflowHandle[Any, Any]) -> None:
     except (RPCError, WorkflowQueryFailedError):
         view.notes.append("(no worker answered the queries; counters are from the ledger memo)")
         return
-    view.messages = _MESSAGES.validate_python(raw)
+    view.messages = MESSAGES.validate_python(raw)
     if "counters" in state:
         view.counters = Counters.model_validate(state["counters"])
         view.usage = Usage.model_validate(state["usage"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
     "Usage",
@@ -27,6 +27,7 @@ __all__ = [
     "ModelResponse",
     "Message",
     "no_messages",
+    "MESSAGES",
     "ToolReturnStatus",
     "FinishReason",
     "RemoveAll",
@@ -164,6 +165,10 @@ class ModelResponse(_Frozen):
 
 
 Message = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]
+
+
+MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+"""Validates and serialises a list of messages (JSON, Python, or copies)."""
 
 
 def no_messages() -> list[Message]:

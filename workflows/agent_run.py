@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
@@ -28,7 +28,7 @@ from towline.errors import (
 )
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
-    Message,
+    MESSAGES,
     ModelRequest,
     ModelResponse,
     UserPart,
@@ -39,7 +39,7 @@ from towline.results import Counters, ResumeState, RunInput, RunResult
 from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
 from .output import CONTINUE, jumped_output, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run
+from .run import PAYLOAD_LIMIT, Run, oversize
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 
@@ -52,7 +52,6 @@ class SendInput(BaseModel):
     content: str
 
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 def _result(run: Run, output: Any) -> RunResult:
@@ -70,8 +69,8 @@ def _errors(e: ValidationError) -> str:
 
 def _check_fits(value: Any, what: str) -> None:
     """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
-    size = workflow.payload_converter().to_payloads([value])[0].ByteSize()
-    if size > PAYLOAD_LIMIT:
+    size = oversize(value)
+    if size:
         raise PayloadTooLarge(f"{what} is {size} bytes, over the {PAYLOAD_LIMIT}-byte payload limit")
 
 
@@ -309,7 +308,7 @@ class AgentRun(HookApi):
         pending = self.request_book.pending.get(key)
         if pending is None:
             raise ValueError(f"no model request {key!r} is in flight")
-        return _MESSAGES.dump_json(pending).decode()
+        return MESSAGES.dump_json(pending).decode()
 
     @workflow.query
     def messages(self) -> list[ModelRequest | ModelResponse]:

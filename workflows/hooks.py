@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from towline.capabilities.base import CapabilityLike, cap_name, hook_of
@@ -29,7 +29,15 @@ from towline.capabilities.state import (
     ModelRequestState,
 )
 from towline.errors import CapabilityViolation, RunFailure
-from towline.messages import Message, ModelRequest, ModelResponse, Remove, RemoveAll, Usage
+from towline.messages import (
+    MESSAGES,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Remove,
+    RemoveAll,
+    Usage,
+)
 from towline.options import ModelSettings
 
 __all__ = [
@@ -39,12 +47,11 @@ __all__ = [
 
 JUMPS = ("model", "tools", "end")
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 def copy_messages(messages: Sequence[Message]) -> list[Message]:
     """Validated deep copies of `messages`, for hooks: in-place edits never reach the history."""
-    return _MESSAGES.validate_python(_MESSAGES.dump_python(list(messages), warnings=False))
+    return MESSAGES.validate_python(MESSAGES.dump_python(list(messages), warnings=False))
 
 
 def check_jsonable(value: Any, what: str) -> Any:

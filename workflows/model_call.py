@@ -23,7 +23,7 @@ from towline.options import ModelSettings
 from towline.request_refs import RequestBook
 from towline.tools import ToolDefinition
 
-from .run import PAYLOAD_LIMIT
+from .run import PAYLOAD_LIMIT, oversize
 
 __all__ = ["call_model"]
 
@@ -54,8 +54,8 @@ async def call_model(
         model=model, messages=messages, tools=tools or [], output_tools=output_tools or [],
         settings=settings or ModelSettings(), run_step=run_step, agent=agent,
     )
-    size = workflow.payload_converter().to_payloads([inp])[0].ByteSize()
-    if size > PAYLOAD_LIMIT:
+    size = oversize(inp)
+    if size:
         raise PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
     book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
     key: str | None = None

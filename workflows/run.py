@@ -19,12 +19,16 @@ from towline.agent import Agent
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import Limits
+from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 
-__all__ = ["Run", "RunView", "PAYLOAD_LIMIT"]
+__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "oversize"]
 
-PAYLOAD_LIMIT = 2 * 1024 * 1024 - 128 * 1024
-"""Bytes a payload may have: Temporal's default 2 MiB blob limit, less headroom."""
+
+def oversize(value: Any) -> int:
+    """Bytes `value` would take as a payload of this workflow if over `PAYLOAD_LIMIT`, else 0."""
+    size = payload_size(workflow.payload_converter(), value)
+    return 0 if size <= PAYLOAD_LIMIT else size
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,6 @@ class Run:
     def fitted_partial(self) -> PartialRun:
         """`partial()`, with the oldest messages dropped until it fits in one payload."""
         partial = self.partial()
-        converter = workflow.payload_converter()
-        while partial.messages and converter.to_payloads([partial])[0].ByteSize() > PAYLOAD_LIMIT:
+        while partial.messages and oversize(partial):
             partial = partial.model_copy(update={"messages": partial.messages[len(partial.messages) // 4 + 1:]})
         return partial

@@ -40,7 +40,7 @@ from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usa
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
 from .hooks import apply_reducers, check_jsonable, maybe_await, where_of
-from .run import PAYLOAD_LIMIT, Run
+from .run import PAYLOAD_LIMIT, Run, oversize
 
 __all__ = ["run_tool_calls"]
 
@@ -178,8 +178,8 @@ async def _admit_one(
     except ValidationError as e:
         batch.record(i, "validation_error", _errors(e))
         return None
-    size = 0 if tool.in_workflow else _payload_size(ToolActivityInput(args=hooked.args, ctx=ctx))
-    if size > PAYLOAD_LIMIT:  # never started, so not counted in `tool_calls`
+    size = 0 if tool.in_workflow else oversize(ToolActivityInput(args=hooked.args, ctx=ctx))
+    if size:  # never started, so not counted in `tool_calls`
         batch.record(i, "not_executed",
                      f"arguments of {size} bytes exceed the {PAYLOAD_LIMIT}-byte payload limit")
         return None
@@ -331,11 +331,6 @@ def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) ->
                     f"(max_retries {allowed})"
                 ))
     run.bump(tool_retries=retries)
-
-
-def _payload_size(value: Any) -> int:
-    """Bytes `value` takes as one payload (checked before its activity is scheduled)."""
-    return workflow.payload_converter().to_payloads([value])[0].ByteSize()
 
 
 def _errors(e: ValidationError) -> list[dict[str, Any]]:
