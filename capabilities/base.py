@@ -31,7 +31,6 @@ __all__ = [
     "cap_tools",
     "cap_state_schema",
     "cap_agents",
-    "MODEL_HOOKS",
     "MIDDLEWARE_HOOKS",
 ]
 
@@ -98,8 +97,6 @@ class Middleware:
 
 CapabilityLike = Capability | type[Capability] | Middleware
 
-MODEL_HOOKS = ("before_model_request", "after_model_request")
-TOOL_HOOKS = ("before_tool_execute", "after_tool_execute")
 MIDDLEWARE_HOOKS = ("before_model", "after_model", "wrap_model_call")
 
 

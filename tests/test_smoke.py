@@ -30,14 +30,15 @@ async def test_test_model_runs_tool_and_answers(client: Client) -> None:
 
 
 async def test_worker_given_the_plugin_over_a_plain_client(client: Client, task_queue: str) -> None:
-    """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as DESIGN.md promises."""
-    from temporalio.worker import Worker
+    """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as DESIGN.md promises.
 
-    from towline import TowlinePlugin
+    (`towline.worker.create_worker` builds exactly that worker.)
+    """
     from towline.client import connect
+    from towline.worker import create_worker
 
     target = client.service_client.config.target_host
-    async with Worker(client, task_queue=task_queue, plugins=[TowlinePlugin([agent])]):
+    async with create_worker(client, [agent], task_queue=task_queue):
         tclient = await connect(target, client.namespace)
         result = await run(tclient, agent, "add", task_queue=task_queue)
     assert result.output == '{"add": 2}'

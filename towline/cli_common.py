@@ -22,7 +22,6 @@ from temporalio.service import RPCError
 
 from towline.agent import Agent
 from towline.client import connect, connect_config
-from towline.plugin import TowlinePlugin
 
 __all__ = [
     "CliError",
@@ -35,7 +34,6 @@ __all__ = [
     "Target",
     "resolve_target",
     "connect_client",
-    "with_plugin",
     "is_local",
     "port_free",
     "ui_base",
@@ -189,13 +187,6 @@ async def connect_client(
     except (RuntimeError, RPCError, OSError, TimeoutError) as e:
         reason = "no answer" if isinstance(e, TimeoutError) else one_line(e)
         raise CliError(f"cannot reach the Temporal server at {target.address}: {reason}") from None
-
-
-def with_plugin(client: Client, agents: Sequence[Agent]) -> Client:
-    """A client sharing `client`'s connection, with towline's plugin for `agents`."""
-    config = client.config()
-    config["plugins"] = [TowlinePlugin(agents)]
-    return Client(**config)
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -32,7 +32,6 @@ from towline.cli_common import (
     read_prompt,
     resolve_target,
     ui_base,
-    with_plugin,
     workflow_url,
 )
 from towline.cli_server import (
@@ -45,7 +44,7 @@ from towline.cli_server import (
     stop_event,
 )
 from towline.cli_show import format_call, short
-from towline.client import run_error, start_run
+from towline.client import run_error, start_run, with_towline
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
 from towline.results import RunResult
@@ -198,7 +197,7 @@ async def _connect_or_embed(
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
-    return with_plugin(embedded.client, [agent]), embedded.ui_url, embedded
+    return with_towline(embedded.client, [agent]), embedded.ui_url, embedded
 
 
 def _count(n: int, noun: str) -> str:

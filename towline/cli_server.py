@@ -29,8 +29,8 @@ from towline.cli_common import (
     one_line,
     port_free,
     resolve_target,
-    with_plugin,
 )
+from towline.client import with_towline
 from towline.devserver import DevServerProcess, free_port
 from towline.registration import register_search_attributes
 
@@ -158,7 +158,7 @@ async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop:
     if not agents:
         await stop.wait()
         return
-    worker = Worker(with_plugin(client, agents), task_queue=task_queue,
+    worker = Worker(with_towline(client, agents), task_queue=task_queue,
                     graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     async with worker:
         await stop.wait()

@@ -7,7 +7,7 @@ API keys), defaulting to the embedded dev server on localhost:7233.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -22,7 +22,7 @@ from towline.options import Limits
 from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
 
-__all__ = ["connect", "connect_config", "start_run", "run", "run_error", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+__all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_TASK_QUEUE = "towline"
@@ -50,6 +50,15 @@ async def connect(
     return await Client.connect(
         **connect_config(address, namespace), plugins=[TowlinePlugin(agents, models)]
     )
+
+
+def with_towline(
+    client: Client, agents: Sequence[Agent] = (), models: Mapping[str, Model] | None = None
+) -> Client:
+    """A client sharing `client`'s connection, with towline's plugin (and converter) added."""
+    config = client.config()
+    config["plugins"] = [*config.get("plugins", []), TowlinePlugin(agents, dict(models or {}))]
+    return Client(**config)
 
 
 async def start_run(

@@ -11,8 +11,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from towline.agent import Agent
+from towline.client import with_towline
 from towline.models import Model
-from towline.plugin import TowlinePlugin
 
 __all__ = ["towline_worker", "history_events"]
 
@@ -30,10 +30,7 @@ async def towline_worker(
 
     The yielded client shares `client`'s connection but uses towline's data converter.
     """
-    plugin = TowlinePlugin(agents, dict(models or {}))
-    config = client.config()
-    config["plugins"] = [*config.get("plugins", []), plugin]
-    towline_client = Client(**config)
+    towline_client = with_towline(client, agents, models)
     queue = task_queue or f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(towline_client, task_queue=queue, **worker_options):
         yield towline_client, queue
