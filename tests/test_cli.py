@@ -24,7 +24,7 @@ from examples.calculator import agent as calculator
 from examples.calculator import arithmetic_model, multiply
 from towline import Agent, Capability, ToolCall, ToolContext, ToolDenied
 from towline.cli import run_cli
-from towline.cli_common import port_free
+from towline.cli.common import port_free
 from towline.client import start_run
 from towline.devserver import free_port, temporal_binary
 from towline.messages import ModelRequest, ToolReturnPart

@@ -55,9 +55,14 @@ async def connect(
 def with_towline(
     client: Client, agents: Sequence[Agent] = (), models: Mapping[str, Model] | None = None
 ) -> Client:
-    """A client sharing `client`'s connection, with towline's plugin (and converter) added."""
+    """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
+
+    A `TowlinePlugin` the client already carries is replaced, not joined: two would
+    register every activity twice and the worker would refuse to start.
+    """
     config = client.config()
-    config["plugins"] = [*config.get("plugins", []), TowlinePlugin(agents, dict(models or {}))]
+    others = [p for p in config.get("plugins", []) if not isinstance(p, TowlinePlugin)]
+    config["plugins"] = [*others, TowlinePlugin(agents, dict(models or {}))]
     return Client(**config)
 
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the `towline` CLI: errors, loading agents, connecting, UI addresses.
+"""Shared pieces of the `towline` CLI: errors, arguments, loading agents, connecting, UI addresses.
 
 Every user mistake the CLI can detect (a missing module, a bad prompt file, an
 unreachable server) becomes a `CliError`, which `towline.cli.main` prints as one
@@ -7,6 +7,7 @@ unreachable server) becomes a `CliError`, which `towline.cli.main` prints as one
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import os
@@ -39,6 +40,11 @@ __all__ = [
     "ui_base",
     "workflow_url",
     "one_line",
+    "positive",
+    "port_number",
+    "add_connection",
+    "add_server",
+    "add_task_queue",
 ]
 
 EXIT_FAILURE = 1
@@ -225,3 +231,51 @@ def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | No
     if base is None:
         return None
     return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+
+
+# --- arguments shared by several commands ------------------------------------------------
+
+
+def positive(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port."""
+    value = positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number")
+    return value
+
+
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    """`--address` and `--namespace` (defaults from Temporal's environment configuration)."""
+    group = parser.add_argument_group("connection (defaults from TEMPORAL_* / temporal.toml)")
+    group.add_argument("--address", metavar="HOST:PORT",
+                       help="Temporal server address (default: TEMPORAL_ADDRESS or localhost:7233)")
+    group.add_argument("--namespace", metavar="NS",
+                       help="namespace (default: TEMPORAL_NAMESPACE or 'default')")
+
+
+def add_server(parser: argparse.ArgumentParser, what: str, port_default: str) -> None:
+    """The embedded server's `--state-dir`, `--port` and `--ui-port`."""
+    group = parser.add_argument_group(f"embedded server ({what})")
+    group.add_argument("--state-dir", default=".towline", metavar="DIR",
+                       help="folder of the SQLite database (default: .towline)")
+    group.add_argument("--port", type=port_number, metavar="PORT",
+                       help=f"gRPC port (default: {port_default}, or a free port if taken)")
+    group.add_argument("--ui-port", type=port_number, metavar="PORT",
+                       help="Temporal UI port (default: 8233, or a free port if taken)")
+
+
+def add_task_queue(parser: argparse.ArgumentParser) -> None:
+    """`--task-queue` (default: towline)."""
+    parser.add_argument("--task-queue", default="towline", metavar="QUEUE",
+                        help="task queue of the runs and the worker (default: towline)")

@@ -9,6 +9,7 @@ to stdout.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -23,18 +24,22 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli_common import (
+from towline.cli.common import (
     CliError,
     Target,
+    add_connection,
+    add_server,
+    add_task_queue,
     connect_client,
     is_local,
     load_agent,
+    positive,
     read_prompt,
     resolve_target,
     ui_base,
     workflow_url,
 )
-from towline.cli_server import (
+from towline.cli.server import (
     DEFAULT_UI_PORT,
     GRACEFUL_SHUTDOWN,
     Embedded,
@@ -43,13 +48,13 @@ from towline.cli_server import (
     start_embedded,
     stop_event,
 )
-from towline.cli_show import format_call, short
+from towline.cli.show import format_call, short
 from towline.client import run_error, start_run, with_towline
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
 from towline.results import RunResult
 
-__all__ = ["run_command", "Progress"]
+__all__ = ["run_command", "Progress", "register"]
 
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
@@ -261,3 +266,30 @@ async def run_command(args: Any) -> int:
         else:
             say(f"Workflow id: {handle.id} (set TOWLINE_UI_URL to print its UI address)")
     return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline run`."""
+    p = sub.add_parser("run", help="run an agent on a prompt and print the answer",
+                       description="Start a run and follow it step by step. If no server answers "
+                       "at the configured (local) address, an embedded dev server is started for "
+                       "the duration of the command; an in-process worker runs the agent unless "
+                       "--no-worker. Prints the answer (stdout) and the run's UI address.")
+    p.add_argument("agent", metavar="MODULE:ATTR", help="the agent, e.g. examples.calculator:agent")
+    p.add_argument("prompt", nargs="?", help="the user prompt")
+    p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-': stdin)")
+    add_task_queue(p)
+    p.add_argument("--id", metavar="WORKFLOW_ID", help="workflow id (default: <agent>-<random>)")
+    p.add_argument("--max-steps", type=positive, metavar="N",
+                   help="override the agent's max_steps for this run")
+    p.add_argument("--no-worker", action="store_true",
+                   help="do not run an in-process worker (a worker must be running elsewhere)")
+    p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no step-by-step progress")
+    p.add_argument("--ui-url", metavar="URL",
+                   help="base URL of the Temporal UI (default: TOWLINE_UI_URL, or derived)")
+    p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
+                   help="how long to try reaching the server before embedding one (default: 3)")
+    add_connection(p)
+    add_server(p, "only if no server answers", "the configured address's port")
+    p.set_defaults(handler=run_command)

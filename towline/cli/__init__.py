@@ -1,0 +1,94 @@
+"""The `towline` command: one module per command family, each registering its subcommands.
+
+    towline run examples.calculator:agent "What is 6 times 7?"
+    towline dev --agent examples.calculator:agent
+    towline worker --agent myapp.agents:support
+    towline show calculator-1a2b3c4d5e6f
+    towline approve calculator-1a2b3c4d5e6f test_1_0 --reason "looks fine"
+
+Connection settings (address, namespace, TLS, API key) come from Temporal's
+environment configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in
+`temporal.toml`); `--address` and `--namespace` override them. Errors are one
+`towline: error: ...` line: exit code 2 for bad arguments, 1 for failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn
+
+from towline.cli.common import EXIT_FAILURE, CliError, one_line
+
+__all__ = ["main", "run_cli", "build_parser"]
+
+Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("towline")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command (each has `--help`).
+
+    Each command family lives in its own module, which adds its subcommands with
+    `register(sub)`.
+    """
+    from towline.cli import run, server, show, steer
+
+    parser = argparse.ArgumentParser(
+        prog="towline", description="Run AI agents as durable Temporal workflows.",
+        epilog="Run `towline COMMAND --help` for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"towline {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (server, run, show, steer):
+        module.register(sub)
+    return parser
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, run the command, and return its exit code (errors are one line)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    handler: Handler = args.handler
+    try:
+        return asyncio.run(handler(args))
+    except CliError as e:
+        print(f"towline: error: {e.message}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("towline: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if os.environ.get("TOWLINE_DEBUG"):
+            raise
+        print(f"towline: error: {type(e).__name__}: {one_line(e)} "
+              "(set TOWLINE_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Entry point of the `towline` script.
+
+    Leaves with `os._exit` after flushing: the Temporal SDK's Rust runtime can abort
+    the interpreter during normal finalisation (temporalio/sdk-python#300), which would
+    turn a successful command into a crash exit code.
+    """
+    code = run_cli(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+

@@ -1,0 +1,5 @@
+"""`python -m towline.cli ...` runs the `towline` command."""
+
+from towline.cli import main
+
+main()
