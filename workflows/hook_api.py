@@ -72,7 +72,7 @@ class HookApi:
     def authority(self) -> frozenset[str]:
         """Tools this run may execute: its inventory, narrowed by any ancestor's authority."""
         run = self._require_run()
-        names = frozenset(run.agent.inventory)
+        names = frozenset(run.tools)
         return names if run.allowed_tools is None else names & run.allowed_tools
 
     def report_usage(self, usage: Usage) -> None:

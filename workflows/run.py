@@ -21,6 +21,7 @@ from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPar
 from towline.options import Limits
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
+from towline.tools import Tool
 
 __all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "oversize"]
 
@@ -75,6 +76,13 @@ class Run:
     """The search attribute values last upserted."""
     reported_usage: Usage = field(default_factory=Usage)
     """Usage hooks reported (`AgentRun.report_usage`), not yet merged into the ledger."""
+    tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
+    """The run's inventory: the agent's tools (and those its capabilities contribute), plus
+    tools the run discovers as it goes. A copy: nothing a run adds reaches the shared agent."""
+
+    def __post_init__(self) -> None:
+        if not self.tools:
+            self.tools = dict(self.agent.inventory)
 
     def new_id(self) -> str:
         """A fresh deterministic id (for messages and missing tool call ids)."""

@@ -149,7 +149,7 @@ async def _admit_one(
     selected: Mapping[str, ToolDefinition], step: int, i: int, call: ToolCallPart,
 ) -> _Call | None:
     """Authority, validation and `before_tool_execute` for one call; None if it won't run."""
-    tool = run.agent.inventory.get(call.tool_name)
+    tool = run.tools.get(call.tool_name)
     if tool is None:
         batch.record(i, "denied", f"unknown tool {call.tool_name!r}")
         return None
@@ -323,7 +323,7 @@ def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) ->
         elif ret.status in ("retry", "validation_error", "failed"):
             retries[ret.tool_name] = retries.get(ret.tool_name, 0) + 1
             definition = selected.get(ret.tool_name)
-            tool = run.agent.inventory.get(ret.tool_name)
+            tool = run.tools.get(ret.tool_name)
             allowed = definition.max_retries if definition else (tool.max_retries if tool else 0)
             if retries[ret.tool_name] > allowed:
                 batch.fail(ToolRetriesExhausted(

@@ -15,7 +15,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from towline.agent import Agent
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.capabilities.state import (
     AgentView,
@@ -53,10 +52,9 @@ def render_instructions(messages: list[Message], instructions: str | None) -> li
     return [ModelRequest(id="instructions", parts=[SystemPart(content=instructions)]), *messages]
 
 
-def _offered(agent: Agent, allowed: frozenset[str] | None) -> list[ToolDefinition]:
-    return [
-        t.definition() for t in agent.inventory.values() if allowed is None or t.name in allowed
-    ]
+def _offered(run: Run) -> list[ToolDefinition]:
+    allowed = run.allowed_tools
+    return [t.definition() for t in run.tools.values() if allowed is None or t.name in allowed]
 
 
 def _validated(response: Any, where: str) -> ModelResponse:
@@ -106,7 +104,7 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
         messages=list(turn.messages), request_messages=list(turn.messages),
         model=agent.model_name, settings=agent.settings,
         params=ModelRequestParams(
-            function_tools=_offered(agent, run.allowed_tools),
+            function_tools=_offered(run),
             output_tools=[output_tool] if output_tool else [],
         ),
         agent=AgentView(name=agent.name, instructions=agent.instructions,
@@ -117,11 +115,11 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
         run_step=step, tool_calls=run.counters.tool_calls, max_steps=run.limits.max_steps,
         run_id=run.run_id,
         scope=RunScope(run_id=run.run_id, agent=agent.name, allowed_tools=run.allowed_tools),
-        validators=PreparedValidators(frozenset(agent.inventory)), usage=run.usage,
+        validators=PreparedValidators(frozenset(run.tools)), usage=run.usage,
     )
     state = await run_model_hooks(caps, "before_model_request", state)
 
-    authorised = {d.name for d in _offered(agent, run.allowed_tools)}
+    authorised = {d.name for d in _offered(run)}
     selected = [d for d in state.params.function_tools if d.name in authorised]
     request = ModelCallRequest(
         messages=render_instructions(state.request_messages, state.agent.instructions),
