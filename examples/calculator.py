@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 
 from towline import Agent, ModelRetry, tool
+from towline.capabilities import ToolApproval
 from towline.messages import (
     Message,
     ModelRequest,
@@ -28,7 +29,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 
-__all__ = ["agent", "test_agent", "add", "multiply", "evaluate", "arithmetic_model"]
+__all__ = ["agent", "careful_agent", "test_agent", "agents", "add", "multiply", "evaluate", "arithmetic_model"]
 
 
 def _tidy(value: float) -> float:
@@ -146,7 +147,11 @@ def arithmetic_model(messages: list[Message], info: ModelInfo) -> ModelResponse 
         if not planned:
             return ("I am an offline demo model: I can add, multiply and evaluate arithmetic. "
                     "Try 'What is 6 times 7?' or 'What is (2 + 3) * 4?'.")
-        return ModelResponse(parts=[*planned], finish_reason="tool_calls")
+        # Ids as providers give them: unique in the conversation (call_1, call_2, ...).
+        made = sum(len(m.tool_calls) for m in messages if isinstance(m, ModelResponse))
+        numbered = [c.model_copy(update={"tool_call_id": f"call_{made + i + 1}"})
+                    for i, c in enumerate(planned)]
+        return ModelResponse(parts=numbered, finish_reason="tool_calls")
     results: dict[str, ToolReturnPart | RetryPart] = {}
     for m in since:
         if isinstance(m, ModelRequest):
@@ -173,3 +178,18 @@ test_agent = Agent(
 )
 """The same tools on the built-in `TestModel`: it calls each tool once with placeholder
 arguments, then answers with a JSON summary of what they returned."""
+
+careful_agent = Agent(
+    name="careful-calculator",
+    model=FunctionModel(arithmetic_model, model_name="calculator-offline"),
+    instructions=agent.instructions,
+    tools=agent.tools,
+    capabilities=[ToolApproval(tools=["multiply"])],
+)
+"""The calculator, asking a human before every multiplication (`towline approve RUN CALL_ID`)."""
+
+agents = [agent, careful_agent, test_agent]
+"""Every calculator agent, for one worker: `towline dev --agent examples.calculator:agents`.
+
+All workers polling one task queue must serve the same agents (a run whose agent the worker
+that picks it up does not know fails with `UnknownAgent`)."""

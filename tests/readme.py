@@ -1,0 +1,167 @@
+"""The README's shell commands, run exactly as written.
+
+Every command in a ```sh block of README.md is a promise to the user. Tests run them with
+`readme(...)` (wait for the exit) or `readme_process(...)` (long-running: `towline dev`,
+`towline worker`, ...), passing the command text verbatim; both refuse a command the README
+does not show, so a test cannot drift from the manual. `test_readme_commands.py` checks the
+other direction: every README command is run by some test (found by reading the test
+sources), except the few listed in `NOT_RUNNABLE_HERE` with the reason.
+
+Commands run through `bash -c` with this interpreter's scripts directory first on PATH (so
+`towline`, `temporal` and `python` are the ones of the venv under test). A trailing
+`# comment` is not part of a command; `\\` continuations are joined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+BIN = Path(sys.executable).parent
+
+__all__ = [
+    "REPO",
+    "README",
+    "Done",
+    "readme_commands",
+    "readme",
+    "readme_process",
+    "stop_process",
+    "read_until",
+    "cli_env",
+]
+
+
+@dataclass
+class Done:
+    """A finished command."""
+
+    code: int
+    out: str
+    err: str
+
+
+def _strip_comment(line: str) -> str:
+    """`line` without a trailing shell comment (a `#` after whitespace, outside quotes)."""
+    quote: str | None = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+@cache
+def readme_commands() -> tuple[str, ...]:
+    """Every command in the README's ```sh blocks, in order."""
+    text = README.read_text(encoding="utf-8")
+    commands: list[str] = []
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
+        joined = re.sub(r"[ \t]*\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            command = _strip_comment(line.strip())
+            if command:
+                commands.append(command)
+    return tuple(commands)
+
+
+def cli_env(address: str | None = None, namespace: str = "default",
+            extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A clean environment for a command: no inherited TEMPORAL_*/TOWLINE_* settings.
+
+    `address` becomes TEMPORAL_ADDRESS (None: unset, the commands' own default). The repo
+    is on PYTHONPATH so `examples.*` agents import from any working directory.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TEMPORAL_", "TOWLINE_", "VIRTUAL_ENV"))}
+    if address is not None:
+        env["TEMPORAL_ADDRESS"] = address
+        env["TEMPORAL_NAMESPACE"] = namespace
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    env.update(extra or {})
+    return env
+
+
+def _check(command: str) -> None:
+    assert command in readme_commands(), (
+        f"not a command the README shows (exactly): {command!r}"
+    )
+
+
+async def readme(
+    command: str,
+    *,
+    env: Mapping[str, str],
+    cwd: Path = REPO,
+    timeout: float = 90,
+    stdin: str | None = None,
+) -> Done:
+    """Run a README command exactly as written and wait for it."""
+    _check(command)
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", command, cwd=cwd, env=dict(env), start_new_session=True,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(
+            proc.communicate(stdin.encode() if stdin is not None else None), timeout
+        )
+    except TimeoutError:
+        stop_process(proc, signal.SIGKILL)
+        await proc.wait()
+        raise AssertionError(f"{command!r} did not finish within {timeout}s") from None
+    assert proc.returncode is not None
+    return Done(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+async def readme_process(
+    command: str, *, env: Mapping[str, str], cwd: Path = REPO
+) -> asyncio.subprocess.Process:
+    """Start a long-running README command exactly as written (its own process group)."""
+    _check(command)
+    return await asyncio.create_subprocess_exec(
+        "bash", "-c", command, cwd=cwd, env=dict(env), start_new_session=True,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+def stop_process(proc: asyncio.subprocess.Process, sig: int = signal.SIGINT) -> None:
+    """Signal the process group we started (by its id; never by name)."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+async def read_until(stream: asyncio.StreamReader | None, marker: str, timeout: float = 90) -> str:
+    """Read lines from `stream` until one contains `marker`; returns everything read."""
+    assert stream is not None
+    seen = ""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while marker not in seen:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"{marker!r} not seen within {timeout}s; got:\n{seen}")
+        line = await asyncio.wait_for(stream.readline(), remaining)
+        if not line:
+            raise AssertionError(f"the process ended before {marker!r}; it said:\n{seen}")
+        seen += line.decode(errors="replace")
+    return seen
