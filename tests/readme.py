@@ -69,7 +69,7 @@ def readme_commands() -> tuple[str, ...]:
     """Every command in the README's ```sh blocks, in order."""
     text = README.read_text(encoding="utf-8")
     commands: list[str] = []
-    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
         joined = re.sub(r"[ \t]*\\\n\s*", " ", block)
         for line in joined.splitlines():
             command = _strip_comment(line.strip())
