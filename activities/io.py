@@ -10,7 +10,13 @@ from towline.messages import Message, Usage
 from towline.options import ModelSettings
 from towline.tools import ToolContext, ToolDefinition
 
-__all__ = ["ModelActivityInput", "ToolActivityInput", "ToolActivityResult"]
+__all__ = [
+    "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY",
+]
+
+ENTERED_KEY = "towline_entered"
+"""Heartbeat detail key of a non-idempotent tool call: the attempt that entered the tool
+function (see `activities/heartbeat.py`); read by the workflow after a timeout."""
 
 
 class ModelActivityInput(BaseModel):

@@ -21,6 +21,7 @@ from towline.models import Model, ModelHTTPError, ModelInfo, resolve_model
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.request_refs import REQUEST_QUERY, message_ref
 
+from .guard import require_agent_run
 from .io import ModelActivityInput
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
@@ -41,9 +42,10 @@ class ModelActivities:
     @activity.defn(name=MODEL_ACTIVITY)
     async def model_request(self, req: ModelActivityInput) -> ModelResponse:
         """Call the selected model once."""
+        require_agent_run()
         try:
             model = resolve_model(req.model, self._models)
-        except (ConfigurationError, ImportError, AttributeError) as e:
+        except ConfigurationError as e:
             raise ApplicationError(str(e), type="UnknownModel", non_retryable=True) from e
         info = ModelInfo(
             tools=req.tools, output_tools=req.output_tools, settings=req.settings,
@@ -100,5 +102,6 @@ def _check_size(response: ModelResponse) -> None:
     if size > PAYLOAD_LIMIT:
         raise ApplicationError(
             f"model response of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte payload limit",
+            response.usage.model_dump(mode="json"),  # spent all the same: the run counts it
             type="PayloadTooLarge", non_retryable=True,
         )

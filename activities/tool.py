@@ -1,9 +1,14 @@
 """The `towline.tool.<name>` activities: one per tool, one execution per call.
 
 `ModelRetry` and `ToolError` are results, not activity failures (they are
-certain: the tool says what happened). Any other exception is left to
-Temporal: a non-idempotent tool gets one attempt, so the workflow learns the
-effect is uncertain; an idempotent tool is retried by its retry policy.
+certain: the tool says what happened). Any other exception of an idempotent
+tool is left to Temporal's retry policy. For a non-idempotent tool, an attempt
+first records durably that it enters the function (`heartbeat.mark_entered`):
+an attempt lost before that point is retried, since provably nothing ran; an
+exception raised by the function, or a later attempt finding an earlier one
+entered, is reported non-retryably as an uncertain effect (status `unknown`).
+Every attempt heartbeats while it runs, so a lost worker is noticed within the
+tool's heartbeat timeout.
 """
 
 from __future__ import annotations
@@ -14,37 +19,62 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.tools import Tool, ToolResult
 
+from .guard import require_agent_run
+from .heartbeat import UNCERTAIN, entered_before, heartbeating, mark_entered
 from .io import ToolActivityInput, ToolActivityResult
 
-__all__ = ["make_tool_activity"]
+__all__ = ["make_tool_activity", "run_tool_function"]
 
+
+async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
+    """Call the tool's function with validated arguments (sync tools in a thread)."""
+    parsed = tool.args_model.model_validate(inp.args)
+    kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    args: list[Any] = [inp.ctx] if tool.takes_ctx else []
+    if inspect.iscoroutinefunction(tool.function):
+        result = await tool.function(*args, **kwargs)
+    else:  # a sync tool must not block the worker's event loop
+        result = await asyncio.to_thread(tool.function, *args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[ToolActivityResult]]:
     """Build the activity that runs `tool`."""
 
     async def run_tool(inp: ToolActivityInput) -> ToolActivityResult:
+        require_agent_run()
+        details: tuple[Any, ...] = ()
+        if not tool.idempotent:
+            earlier = entered_before()
+            if earlier is not None:
+                raise ApplicationError(
+                    f"attempt {earlier} of this call entered the tool and its worker was lost; "
+                    "the tool is not idempotent, so it is not run again",
+                    type=UNCERTAIN, non_retryable=True,
+                )
+            details = (await mark_entered(),)
         try:
-            parsed = tool.args_model.model_validate(inp.args)
-            kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
-            args: list[Any] = [inp.ctx] if tool.takes_ctx else []
-            if inspect.iscoroutinefunction(tool.function):
-                result = await tool.function(*args, **kwargs)
-            else:  # a sync tool must not block the worker's event loop
-                result = await asyncio.to_thread(tool.function, *args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+            async with heartbeating(*details):
+                result = await run_tool_function(tool, inp)
         except ModelRetry as e:
             return ToolActivityResult(status="retry", content=e.message)
         except ToolError as e:
             if e.usage is not None:
                 return ToolActivityResult(status="failed", content=e.message, usage=e.usage)
             return ToolActivityResult(status="failed", content=e.message)
+        except Exception as e:
+            if tool.idempotent:
+                raise  # Temporal retries it, per the tool's retry policy
+            raise ApplicationError(f"{type(e).__name__}: {e}", type=UNCERTAIN,
+                                   non_retryable=True) from e
         if isinstance(result, ToolResult):
             return _fit(ToolActivityResult(
                 status="succeeded", content=_jsonable(result.content), usage=result.usage,

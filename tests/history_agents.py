@@ -291,7 +291,7 @@ async def approve_one_reject_one_then_chat(handle: WorkflowHandle[Any, Any]) -> 
 
     await _eventually(session_waiting)
     await handle.execute_update("send", SendInput(content="thanks"))
-    await handle.signal("cancel")
+    await handle.signal("end")
 
 
 HISTORY_AGENTS = [

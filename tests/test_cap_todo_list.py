@@ -59,7 +59,7 @@ async def test_write_todos_updates_the_run_state_seen_in_results_and_queries(
     async with towline_worker(client, [agent]) as (tc, queue):
         handle = await start_run(tc, agent, "plan the work", task_queue=queue, session=True)
         waiting = await _wait_for_status(handle, "waiting")  # the session waits for `send`
-        await handle.signal("cancel")
+        await handle.signal("end")
         result: RunResult = await handle.result()
         replayed: dict[str, Any] = await handle.query("state")  # after the end: replayed
 

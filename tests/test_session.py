@@ -70,7 +70,7 @@ async def test_a_session_answers_each_send_and_keeps_the_conversation(client: Cl
         assert second == "hello | how are you | bye"
         with pytest.raises(WorkflowUpdateFailedError):
             await handle.execute_update("send", SendInput(content="   "))
-        await handle.signal("cancel")  # ends a waiting session cleanly
+        await handle.signal("end")  # ends a waiting session with its last answer
         result = await handle.result()
     assert result.output == "hello | how are you | bye"
     assert _prompts(result.messages) == ["hello", "how are you", "bye"]
@@ -103,5 +103,5 @@ async def test_cancel_fails_a_running_run_with_its_partial(client: Client) -> No
             await handle.result()
     error = run_error(failure.value)
     assert isinstance(error, RunError)
-    assert error.reason == "RunCancelled"
+    assert error.reason == "Cancelled"
     assert error.partial is not None and error.partial.counters.tool_calls == 1

@@ -59,10 +59,16 @@ class Agent:
         default_factory=lambda: RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
     )
     """Temporal's retry policy for model activities (provider SDK retries are off)."""
+    tool_heartbeat_timeout: timedelta = timedelta(seconds=30)
+    """Heartbeat timeout of tool activities whose tool sets none: a worker lost mid-call
+    is noticed (and the call retried or reported) within this time."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigurationError("an Agent needs a name")
+        for name in ("model_timeout", "tool_heartbeat_timeout"):
+            if getattr(self, name) <= timedelta(0):
+                raise ConfigurationError(f"agent {self.name!r}: {name} must be positive")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "capabilities", tuple(self.capabilities))
         seen: set[str] = set()

@@ -19,18 +19,26 @@
         ├── ModelRequestFailed
         ├── PayloadTooLarge
         ├── ContentBlocked
-        ├── RunCancelled
+        ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
         ├── UnknownAgent
         ├── InvalidRunInput
         └── InternalError
 
 `RunFailure` subclasses are registered as workflow failure exception types, so
 raising one fails the *run* (the workflow), never the workflow task.
+
+Hooks and run failures: a failure the runtime raised while a hook awaited it (a
+`call_model` that failed, a wrapped model call over its limit, a cancellation)
+passes through the hook unchanged; the one deliberate way for hook code to end a
+run is `ContentBlocked` (a capability refusing the content), which names the hook.
+Any other exception a hook raises, `RunFailure` subclasses included, is reported
+as `CapabilityViolation` naming the capability and the hook (model hooks), or
+records the call `not_executed` (`before_tool_execute`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
@@ -57,11 +65,14 @@ __all__ = [
     "ModelRequestFailed",
     "PayloadTooLarge",
     "ContentBlocked",
+    "Cancelled",
     "RunCancelled",
     "UnknownAgent",
     "InvalidRunInput",
     "InternalError",
     "FAILURE_TYPES",
+    "runtime_failure",
+    "is_runtime_failure",
 ]
 
 
@@ -130,6 +141,21 @@ class RunFailure(TowlineError, ApplicationError):
         return type(self)(self.message, partial, **self.extra)
 
 
+_RUNTIME = "_towline_runtime"
+_F = TypeVar("_F", bound=RunFailure)
+
+
+def runtime_failure(failure: _F) -> _F:
+    """Mark `failure` as raised by the runtime (it may pass through hooks unchanged)."""
+    setattr(failure, _RUNTIME, True)
+    return failure
+
+
+def is_runtime_failure(error: BaseException) -> TypeGuard[RunFailure]:
+    """Whether `error` is a run failure the runtime raised (not hook code)."""
+    return isinstance(error, RunFailure) and bool(getattr(error, _RUNTIME, False))
+
+
 class MaxStepsExceeded(RunFailure):
     """Another model request would exceed `max_steps`."""
 
@@ -174,8 +200,12 @@ class ContentBlocked(RunFailure):
     """A capability blocked the run's content (e.g. `RedactPII(strategy="block")`)."""
 
 
-class RunCancelled(RunFailure):
-    """The run was cancelled through the `cancel` signal."""
+class Cancelled(RunFailure):
+    """A client cancelled the run: the `cancel` signal, or Temporal's cancel (UI, CLI, API)."""
+
+
+RunCancelled = Cancelled
+"""The name `Cancelled` had before; the failure's reason (its type) is `Cancelled`."""
 
 
 class UnknownAgent(RunFailure):
@@ -202,7 +232,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     ModelRequestFailed,
     PayloadTooLarge,
     ContentBlocked,
-    RunCancelled,
+    Cancelled,
     UnknownAgent,
     InvalidRunInput,
     InternalError,

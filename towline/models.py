@@ -1,18 +1,17 @@
 """Models: the `Model` protocol and the two offline models, `TestModel` and `FunctionModel`.
 
 A model is only ever executed inside the `towline.model_request` activity. Runs
-name models by string (`"test"`, `"function:module:attr"`, or a name registered
-with `TowlinePlugin(models=...)`) so that a run's input and history stay JSON.
+name models by string (`"test"`, or a name registered with
+`TowlinePlugin(models=...)`) so that a run's input and history stay JSON.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -220,18 +219,15 @@ class FunctionModel:
 
 
 def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:
-    """The model a run selected by `name`: registered first, then built-in names."""
+    """The model a run selected by `name`: registered on this worker first, then built-in names.
+
+    Only those: a model name arrives in an activity's input, which any client of the
+    namespace can write, so it never names code to import.
+    """
     if name in registry:
         return registry[name]
     if name == "test":
         return TestModel()
-    if name.startswith("function:") and name.count(":") == 2:
-        _, module, attr = name.split(":")
-        target: Any = getattr(importlib.import_module(module), attr)
-        if isinstance(target, Model):
-            return target
-        if callable(target):
-            return FunctionModel(cast(ModelFunction, target), model_name=name)
     raise ConfigurationError(
         f"unknown model {name!r}: register it with TowlinePlugin(models={{...}})"
     )

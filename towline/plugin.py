@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
@@ -23,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
 from towline.agent import Agent, register_agents
+from towline.converter import TowlinePayloadConverter, failure_converter_for
 from towline.errors import ConfigurationError, RunFailure
 from towline.models import Model
 from towline.registration import register_search_attributes
@@ -46,12 +46,13 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
 
 def _converter(existing: DataConverter | None) -> DataConverter:
-    """The pydantic payload converter, keeping any codec or failure converter configured."""
-    if existing is None:
-        return pydantic_data_converter
-    if existing.payload_converter_class is PydanticPayloadConverter:
-        return existing
-    return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+    """towline's payload and failure converters, keeping any codec configured."""
+    base = existing or DataConverter()
+    failures = failure_converter_for(base.failure_converter_class)
+    if base.payload_converter_class is TowlinePayloadConverter and base.failure_converter_class is failures:
+        return base
+    return dataclasses.replace(base, payload_converter_class=TowlinePayloadConverter,
+                               failure_converter_class=failures)
 
 
 def _with_agent_run(existing: Sequence[type] | None) -> Sequence[type]:
@@ -111,7 +112,7 @@ class TowlinePlugin(SimplePlugin):
         register_agents(self.agents, queue)
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
-        if client is not None and client.data_converter.payload_converter_class is not PydanticPayloadConverter:
+        if client is not None and client.data_converter.payload_converter_class is not TowlinePayloadConverter:
             # A worker given the plugin directly, over a client without it: its payloads
             # still need the pydantic converter (same connection, converted payloads).
             client_config = client.config()

@@ -52,7 +52,9 @@ class Counters(BaseModel):
 
 
 class ResumeState(BaseModel):
-    """Everything a run carries across continue-as-new, exactly."""
+    """Everything a run carries across continue-as-new, exactly (set by the runtime only)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     messages: list[Message]
     state: dict[str, Any]
@@ -64,7 +66,9 @@ class ResumeState(BaseModel):
 
 
 class RunInput(BaseModel):
-    """The input of the `AgentRun` workflow."""
+    """The input of the `AgentRun` workflow (unknown fields are refused, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     agent: str
     """The registered agent's name."""
@@ -80,8 +84,8 @@ class RunInput(BaseModel):
     """Ancestor authority: a sub-agent run may execute only these tools."""
     session: bool = False
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
-    session_timeout: timedelta = timedelta(hours=1)
-    """How long a session waits for the next message before completing."""
+    session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    """How long a session waits for the next message before completing (positive)."""
     continue_as_new_after_events: int | None = Field(default=None, ge=1)
     """Also continue-as-new once the history has more events than this (for tests).
 

@@ -140,9 +140,11 @@ class Tool:
     start_to_close_timeout: timedelta = timedelta(minutes=5)
     """How long one attempt may take."""
     heartbeat_timeout: timedelta | None = None
-    """Set for long tools that heartbeat."""
+    """How soon a worker lost mid-call is noticed (the activity heartbeats on its own);
+    None takes the agent's `tool_heartbeat_timeout` (30 s by default)."""
     retry_policy: RetryPolicy | None = None
-    """Overrides the default (one attempt, or five for an idempotent tool)."""
+    """Overrides the default: five attempts for an idempotent tool; for another, three
+    attempts, of which only those lost before the tool function started are retried."""
     args_model: type[BaseModel] = field(default=BaseModel, repr=False)
     """The prepared validator of the arguments (derived from the signature)."""
     takes_ctx: bool = False
@@ -159,6 +161,10 @@ class Tool:
             raise ValueError(f"tool name {self.name!r} must be alphanumeric, '_' or '-'")
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        for name in ("start_to_close_timeout", "heartbeat_timeout"):
+            value = getattr(self, name)
+            if value is not None and value <= timedelta(0):
+                raise ValueError(f"{name} must be positive")
         if self.args_model is BaseModel:
             model, takes_ctx = _args_model(self.name, self.function)
             object.__setattr__(self, "args_model", model)
@@ -205,7 +211,7 @@ class Tool:
         """The retry policy of this tool's activity."""
         if self.retry_policy is not None:
             return self.retry_policy
-        return RetryPolicy(maximum_attempts=5 if self.idempotent else 1)
+        return RetryPolicy(maximum_attempts=5 if self.idempotent else 3)
 
 
 @overload

@@ -9,17 +9,21 @@ and the signal `cancel` make it inspectable and steerable while it runs.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import workflow
+from temporalio.common import SearchAttributeKey
 
+from towline import search_attributes as sa
 from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
+    Cancelled,
     InternalError,
-    InvalidRunInput,
     MaxStepsExceeded,
     PayloadTooLarge,
     RunFailure,
@@ -34,14 +38,16 @@ from towline.messages import (
     UserPart,
 )
 from towline.request_refs import REQUEST_QUERY, RequestBook
-from towline.results import Counters, ResumeState, RunInput, RunResult
+from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult
 
 from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run, oversize
+from .run_input import agent_named_in, decode_run_input
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
+from .versions import CANCELLED_SESSION, EARLY_STATUS, TRUNCATED_OUTPUT, since
 
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
 
@@ -49,7 +55,10 @@ __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
 class SendInput(BaseModel):
     """The argument of the `send` update: the next user message."""
 
+    model_config = ConfigDict(extra="forbid")
+
     content: str
+    """The message."""
 
 
 
@@ -58,12 +67,6 @@ def _result(run: Run, output: Any) -> RunResult:
     return RunResult(
         output=output, messages=run.messages, usage=run.usage, counters=run.counters,
         state=run.state, run_id=run.run_id,
-    )
-
-
-def _errors(e: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in err['loc']) or 'input'}: {err['msg']}" for err in e.errors()
     )
 
 
@@ -82,6 +85,7 @@ class AgentRun(HookApi):
         self._run: Run | None = None
         self._inbox: list[str] = []
         self._cancelled = False
+        self._ending = False
         self._decisions: dict[str, ApprovalDecision] = {}
         self._approved: set[str] = set()
         self._answers: list[tuple[int, Any]] = []
@@ -90,24 +94,29 @@ class AgentRun(HookApi):
         self._ended = False
 
     @workflow.run
-    async def run(self, raw: Any) -> RunResult:
-        # Taken as plain JSON and validated here: input that fails to decode would
-        # otherwise fail the workflow *task* and leave the run stuck, retrying forever.
-        try:
-            inp = RunInput.model_validate(raw)
-        except ValidationError as e:
-            raise InvalidRunInput(f"the input is not a valid RunInput: {_errors(e)}") from None
-        agent = lookup_agent(inp.agent, workflow.info().task_queue)
-        if agent is None:
-            raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker")
+    async def run(self, *args: Any) -> RunResult:
+        # The input is taken untyped and decoded here (see `towline.converter`): input that
+        # does not decode must end the run with InvalidRunInput, not fail the workflow
+        # task, which Temporal would retry forever with the run stuck.
+        if since(EARLY_STATUS):
+            registered = await self._registered_attributes()
+            try:
+                inp, agent = self._resolve(args)
+            except RunFailure as failure:
+                raise self._fail_early(failure, registered, agent_named_in(args)) from None
+        else:
+            inp, agent = self._resolve(args)
+            registered = await self._registered_attributes()
         run = self._run = self._start(agent, inp)
-        run.registered_attributes = await self._registered_attributes()
+        run.registered_attributes = registered
         run.confirm()
         try:
             output = await self._loop(run, inp)
             _check_fits(_result(run, output), "the run's result")
         except RunFailure as failure:
             raise self._fail(run, failure) from None
+        except asyncio.CancelledError:  # Temporal's cancel (UI, CLI, client) while waiting
+            raise self._fail(run, Cancelled("the run was cancelled by a client")) from None
         except ValidationError as e:
             raise self._fail(run, InternalError(f"invalid value: {e}")) from None
         except workflow.NondeterminismError:
@@ -123,6 +132,27 @@ class AgentRun(HookApi):
         self._ended = True  # from here on `send` is refused: no answer would ever come
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _result(run, output)
+
+    def _resolve(self, args: Sequence[Any]) -> tuple[RunInput, Agent]:
+        inp = decode_run_input(args)
+        agent = lookup_agent(inp.agent, workflow.info().task_queue)
+        if agent is None:
+            raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker "
+                               "(every worker polling a task queue must serve the same agents)")
+        return inp, agent
+
+    def _fail_early(
+        self, failure: RunFailure, registered: frozenset[str], agent: str | None
+    ) -> RunFailure:
+        """A run that never started (bad input, unknown agent) still records that it failed."""
+        values: list[tuple[SearchAttributeKey[Any], Any]] = [(sa.STATUS, "failed")]
+        if agent is not None:
+            values.append((sa.AGENT, agent))
+        updates = [key.value_set(v) for key, v in values if key.name in registered]
+        if updates:
+            workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
+        workflow.set_current_details(f"**failed** — {type(failure).__name__}: {failure.message}")
+        return failure.with_partial(PartialRun(run_id=workflow.info().workflow_id))
 
     def _start(self, agent: Agent, inp: RunInput) -> Run:
         limits = inp.limits or agent.limits
@@ -211,6 +241,10 @@ class AgentRun(HookApi):
             run.confirm()
             return CONTINUE if jump == "model" else jumped_output(run, response)
         if output_calls and jump != "tools":
+            if response.finish_reason == "length" and since(TRUNCATED_OUTPUT):
+                run.close_unpaired("the response was cut off by the token limit: nothing was executed")
+                run.confirm()
+                return CONTINUE
             return structured_output(run, output_calls[0])
         if function_calls:
             await run_tool_calls(run, run.agent.capabilities, function_calls, outcome.executable,
@@ -227,11 +261,16 @@ class AgentRun(HookApi):
         run.confirm("waiting")
         try:
             await workflow.wait_condition(
-                lambda: bool(self._inbox) or self._cancelled, timeout=inp.session_timeout
+                lambda: bool(self._inbox) or self._cancelled or self._ending,
+                timeout=inp.session_timeout,
             )
         except TimeoutError:
             return False
         if self._cancelled:
+            if since(CANCELLED_SESSION):
+                self._check_cancelled()
+            return False
+        if not self._inbox:  # `end`: the session is over, with its last answer as output
             return False
         run.confirm("running")
         return True
@@ -285,15 +324,21 @@ class AgentRun(HookApi):
 
     @workflow.signal
     def cancel(self) -> None:
-        """Cancel the run at its next step boundary (or while it waits)."""
+        """Cancel the run at its next step boundary (or while it waits): it fails `Cancelled`."""
         self._cancelled = True
+
+    @workflow.signal
+    def end(self) -> None:
+        """End a session once it has answered what it was sent: it completes with that answer."""
+        self._ending = True
 
     @workflow.query
     def state(self) -> dict[str, Any]:
         """Counters, status, pending approvals, contributed state and usage."""
         run = self._run
         if run is None:
-            return {"status": "starting"}
+            return {"agent": None, "status": "starting", "counters": None, "usage": None,
+                    "pending_approvals": {}, "state": {}}
         return {
             "agent": run.agent.name, "status": run.status,
             "counters": run.counters.model_dump(mode="json"),

@@ -14,7 +14,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 
-from towline.errors import InternalError, RunCancelled
+from towline.errors import Cancelled, InternalError, runtime_failure
 from towline.messages import Usage
 from towline.tools import ToolCall, ToolContext
 
@@ -42,7 +42,7 @@ class HookApi:
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
-            raise RunCancelled("the run was cancelled")
+            raise runtime_failure(Cancelled("the run was cancelled"))
 
     async def request_approval(
         self, ctx: ToolContext, call: ToolCall, timeout: timedelta | None

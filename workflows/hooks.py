@@ -28,7 +28,13 @@ from towline.capabilities.state import (
     ModelRequestParams,
     ModelRequestState,
 )
-from towline.errors import CapabilityViolation, RunFailure
+from towline.errors import (
+    CapabilityViolation,
+    ContentBlocked,
+    RunFailure,
+    is_runtime_failure,
+    runtime_failure,
+)
 from towline.messages import (
     MESSAGES,
     Message,
@@ -42,7 +48,7 @@ from towline.options import ModelSettings
 
 __all__ = [
     "maybe_await", "run_model_hooks", "TurnUpdate", "apply_reducers", "copy_messages",
-    "check_jsonable", "JUMPS",
+    "check_jsonable", "JUMPS", "hook_failure",
 ]
 
 JUMPS = ("model", "tools", "end")
@@ -61,6 +67,22 @@ def check_jsonable(value: Any, what: str) -> Any:
     except (PydanticSerializationError, ValueError, TypeError) as e:
         raise CapabilityViolation(f"{what}, a value that is not JSON: {e}") from None
     return value
+
+
+def hook_failure(error: Exception, where: str) -> RunFailure:
+    """What an exception raised by a hook (`where`: capability.hook) does to the run.
+
+    A failure the runtime raised while the hook awaited it (its own `call_model`,
+    the wrapped model call, a cancellation) passes through unchanged. `ContentBlocked`
+    is the one deliberate way for hook code to end a run; it is told where it came
+    from. Anything else, a `RunFailure` subclass included, is a `CapabilityViolation`
+    naming the capability and the hook.
+    """
+    if is_runtime_failure(error):
+        return error
+    if isinstance(error, ContentBlocked):
+        return runtime_failure(ContentBlocked(f"{where}: {error.message}"))
+    return CapabilityViolation(f"{where} raised {type(error).__name__}: {error}")
 
 
 async def maybe_await(value: Any) -> Any:
@@ -176,10 +198,8 @@ async def run_model_hooks(
         where = f"{cap_name(cap)}.{hook}"
         try:
             result = await maybe_await(fn(state))
-        except RunFailure:
-            raise
         except Exception as e:
-            raise CapabilityViolation(f"{where} raised {type(e).__name__}: {e}") from e
+            raise hook_failure(e, where) from e
         state = restore(_check_state(result, confirmed, where), confirmed, where)
     return state
 

@@ -13,12 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from towline.activities.io import ModelActivityInput
 from towline.activities.model_request import MODEL_ACTIVITY
-from towline.errors import ModelRequestFailed, PayloadTooLarge
-from towline.messages import Message, ModelResponse
+from towline.errors import Cancelled, ModelRequestFailed, PayloadTooLarge, runtime_failure
+from towline.messages import Message, ModelResponse, Usage
 from towline.options import ModelSettings
 from towline.request_refs import RequestBook
 from towline.tools import ToolDefinition
@@ -56,7 +56,9 @@ async def call_model(
     )
     size = oversize(inp)
     if size:
-        raise PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
+        raise runtime_failure(
+            PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
+        )
     book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
     key: str | None = None
     if isinstance(book, RequestBook):
@@ -74,13 +76,28 @@ async def call_model(
         )
     except ActivityError as e:
         cause = e.cause or e
+        if isinstance(cause, CancelledError):
+            raise runtime_failure(Cancelled("the run was cancelled during a model call")) from e
         if isinstance(cause, ApplicationError) and cause.type in _TOO_LARGE:
-            raise PayloadTooLarge(f"model {model!r} answered too large a response: {cause}") from e
-        raise ModelRequestFailed(f"model {model!r} failed: {cause}") from e
+            raise runtime_failure(PayloadTooLarge(
+                f"model {model!r} answered too large a response: {cause}",
+                usage=_reported_usage(cause),
+            )) from e
+        raise runtime_failure(ModelRequestFailed(f"model {model!r} failed: {cause}")) from e
     finally:
         if isinstance(book, RequestBook) and key is not None:
             book.close(key)
     try:
         return ModelResponse.model_validate(raw)
     except ValidationError as e:
-        raise ModelRequestFailed(f"model {model!r} answered an invalid response: {e}") from None
+        raise runtime_failure(
+            ModelRequestFailed(f"model {model!r} answered an invalid response: {e}")
+        ) from None
+
+
+def _reported_usage(cause: ApplicationError) -> Usage | None:
+    """The usage a failed model activity reported in its details (a response too large)."""
+    try:
+        return Usage.model_validate(cause.details[0]) if cause.details else None
+    except (ValidationError, TypeError):
+        return None

@@ -20,11 +20,13 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from towline.activities.io import ToolActivityInput, ToolActivityResult
+from towline.activities.io import ENTERED_KEY, ToolActivityInput, ToolActivityResult
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.errors import (
+    Cancelled,
     CapabilityViolation,
     DuplicateToolCallId,
     ModelRetry,
@@ -35,12 +37,15 @@ from towline.errors import (
     ToolRetriesExhausted,
     UncertainToolEffect,
     UsageLimitExceeded,
+    is_runtime_failure,
+    runtime_failure,
 )
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
-from .hooks import apply_reducers, check_jsonable, maybe_await, where_of
+from .hooks import apply_reducers, check_jsonable, hook_failure, maybe_await, where_of
 from .run import PAYLOAD_LIMIT, Run, oversize
+from .versions import TOOL_ENTRY, since
 
 __all__ = ["run_tool_calls"]
 
@@ -53,6 +58,8 @@ class _Call:
     ctx: ToolContext
     state: dict[str, Any] | None = None
     """The `ToolResult.state` update the tool returned, if any."""
+    cancelled: bool = False
+    """The activity was cancelled (the run was cancelled while it ran)."""
 
 
 def _identity(call: ToolCallPart) -> tuple[str, str, str, str]:
@@ -200,9 +207,9 @@ async def _before_hooks(
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
             return None
-        except RunFailure:
-            raise
-        except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
+        except Exception as e:
+            if is_runtime_failure(e):
+                raise  # e.g. the run was cancelled while the hook waited for an approval
             batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {e}")
             return None
         if not isinstance(result, ToolCallPart):
@@ -228,6 +235,8 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
         return
     run.bump(tool_calls=run.counters.tool_calls + len(ready))
     results = await asyncio.gather(*(_run_one(run, c) for c in ready))
+    if any(c.cancelled for c in ready):
+        batch.fail(runtime_failure(Cancelled("the run was cancelled while its tools ran")))
     for c, (status, content, usage) in zip(ready, results, strict=True):
         batch.record(c.index, status, content)
         batch.usage[c.index] = usage
@@ -245,11 +254,8 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
             try:  # copies: the hook observes; the confirmed record stays as it is
                 await maybe_await(fn(c.ctx.model_copy(deep=True), c.call.model_copy(deep=True),
                                      batch.returns[c.index].model_copy(deep=True)))
-            except RunFailure as e:
-                batch.fail(e)
             except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
-                where = where_of(cap, "after_tool_execute")
-                batch.fail(CapabilityViolation(f"{where} raised {type(e).__name__}: {e}"))
+                batch.fail(hook_failure(e, where_of(cap, "after_tool_execute")))
 
 
 async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
@@ -261,17 +267,30 @@ async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
         res = await workflow.execute_activity(
             tool.activity_name, inp, result_type=ToolActivityResult,
             start_to_close_timeout=tool.start_to_close_timeout,
-            heartbeat_timeout=tool.heartbeat_timeout,
+            heartbeat_timeout=tool.heartbeat_timeout or run.agent.tool_heartbeat_timeout,
             retry_policy=tool.effective_retry_policy(),
             summary=f"{tool.name}({_short(call.args)})",
         )
     except ActivityError as e:
         cause = e.cause or e
+        if isinstance(cause, CancelledError):
+            c.cancelled = True
+            return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
         if tool.idempotent:
             return "failed", f"failed after retries: {cause}", Usage()
+        if _never_entered(cause) and since(TOOL_ENTRY):
+            reason = f"not executed: every attempt lost its worker before the tool started ({cause})"
+            return "not_executed", reason, Usage()
         return "unknown", f"{type(cause).__name__}: {cause}", Usage()
     c.state = res.state
     return res.status, res.content, res.usage
+
+
+def _never_entered(cause: BaseException) -> bool:
+    """Whether a timed-out attempt's last heartbeat proves the tool function never started."""
+    if not isinstance(cause, ActivityTimeout):
+        return False
+    return not any(isinstance(d, dict) and ENTERED_KEY in d for d in cause.last_heartbeat_details)
 
 
 async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:

@@ -24,13 +24,34 @@ from towline.capabilities.state import (
     PreparedValidators,
     RunScope,
 )
-from towline.errors import CapabilityViolation, RunFailure, UsageLimitExceeded
-from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, ToolCallPart
+from towline.errors import (
+    CapabilityViolation,
+    PayloadTooLarge,
+    RunFailure,
+    UsageLimitExceeded,
+    runtime_failure,
+)
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    SystemPart,
+    ToolCallPart,
+    Usage,
+)
 from towline.tools import ToolDefinition
 
-from .hooks import TurnUpdate, apply_reducers, maybe_await, run_model_hooks, where_of
+from .hooks import (
+    TurnUpdate,
+    apply_reducers,
+    hook_failure,
+    maybe_await,
+    run_model_hooks,
+    where_of,
+)
 from .model_call import call_model
 from .run import Run
+from .versions import FAILURE_ACCOUNTING, since
 
 __all__ = ["TurnOutcome", "run_turn", "render_instructions"]
 
@@ -88,9 +109,29 @@ def normalize(run: Run, response: Any, where: str) -> ModelResponse:
 
 async def run_turn(run: Run, step: int) -> TurnOutcome:
     """Run one turn up to and including commit; returns the admitted response."""
+    turn = TurnUpdate(run.messages, run.state, run.agent.state_schema, run.new_id)
+    try:
+        return await _turn(run, step, turn)
+    except RunFailure:
+        if since(FAILURE_ACCOUNTING):
+            _keep_spent(run, turn)
+        raise
+
+
+def _keep_spent(run: Run, turn: TurnUpdate) -> None:
+    """A failed turn still counts what hooks spent, and keeps what `before_model` said.
+
+    The partial run then shows the history as the model last saw it (a summary a
+    hook wrote, say), and the ledger every token paid for.
+    """
+    run.messages = list(turn.messages)
+    run.add_usage(turn.llm_usage)
+    turn.llm_usage = Usage()
+
+
+async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     agent = run.agent
     caps: Sequence[CapabilityLike] = agent.capabilities
-    turn = TurnUpdate(run.messages, run.state, agent.state_schema, run.new_id)
     for cap in caps:
         fn = hook_of(cap, "before_model")
         if fn is not None:
@@ -133,7 +174,7 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
     assert after.response is not None
     response = normalize(run, after.response, "after_model_request")
 
-    turn.messages.append(response)
+    turn.messages.append(response)  # from here on, a failure keeps it in the partial run
     for cap in reversed(caps):
         fn = hook_of(cap, "after_model")
         if fn is not None:
@@ -143,6 +184,7 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
     run.messages = turn.messages
     run.state = apply_reducers(run.state, turn.values, agent.state_schema)
     run.add_usage(turn.llm_usage)
+    turn.llm_usage = Usage()
     run.merge_reported_usage()
     run.confirm()
     executable = {d.name: d for d in offered}
@@ -152,10 +194,8 @@ async def run_turn(run: Run, step: int) -> TurnOutcome:
 async def _call(fn: Callable[..., Any], where: str, *args: Any) -> Any:
     try:
         return await maybe_await(fn(*args))
-    except RunFailure:
-        raise
     except Exception as e:
-        raise CapabilityViolation(f"{where} raised {type(e).__name__}: {e}") from e
+        raise hook_failure(e, where) from e
 
 
 async def _call_chain(
@@ -172,20 +212,27 @@ async def _call_chain(
             raise CapabilityViolation(f"wrap_model_call passed {type(req).__name__} to next")
         limit = run.limits.request_limit
         if limit is not None and run.counters.requests >= limit:
-            limit_hit.append(UsageLimitExceeded(f"request_limit {limit} reached"))
+            limit_hit.append(runtime_failure(UsageLimitExceeded(f"request_limit {limit} reached")))
             raise limit_hit[-1]
         total = run.limits.total_tokens_limit
         if total is not None and run.counters.total_tokens > total:  # e.g. a wrapper's second call
-            limit_hit.append(UsageLimitExceeded(
+            limit_hit.append(runtime_failure(UsageLimitExceeded(
                 f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
-            ))
+            )))
             raise limit_hit[-1]
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
-        response = await call_model(
-            req.model, req.messages, tools=tools, output_tools=req.output_tools,
-            settings=req.settings, run_step=step, agent=run.agent.name,
-            timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
-        )
+        try:
+            response = await call_model(
+                req.model, req.messages, tools=tools, output_tools=req.output_tools,
+                settings=req.settings, run_step=step, agent=run.agent.name,
+                timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
+            )
+        except PayloadTooLarge as e:
+            usage = e.extra.get("usage")
+            if isinstance(usage, Usage) and since(FAILURE_ACCOUNTING):
+                run.bump(requests=run.counters.requests + 1)  # the model did answer
+                run.add_usage(usage)
+            raise
         run.bump(requests=run.counters.requests + 1)
         run.add_usage(response.usage)
         response = normalize(run, response, "model")

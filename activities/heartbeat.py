@@ -1,0 +1,92 @@
+"""Heartbeats: a worker lost mid-activity is noticed in seconds, not at a timeout of minutes.
+
+Every towline activity heartbeats while it runs (async functions, sync tools in
+their thread, model calls waiting on a provider), so with a heartbeat timeout
+Temporal retries (or reports) an attempt whose worker died after at most that
+timeout instead of the start-to-close timeout.
+
+A non-idempotent tool also records, durably, that it is about to enter the tool
+function (`mark_entered`: a heartbeat sent synchronously, acknowledged by the
+server, before the function starts). A later attempt that finds no such record
+knows for certain the earlier one never ran the tool, and may run it; one that
+finds it knows the effect is uncertain and refuses (`UNCERTAIN`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
+
+from .io import ENTERED_KEY
+
+__all__ = ["heartbeating", "with_heartbeats", "mark_entered", "entered_before", "ENTERED_KEY", "UNCERTAIN"]
+
+UNCERTAIN = "UncertainToolEffect"
+"""Error type of an attempt that refused to run because an earlier one may have taken effect."""
+
+_T = TypeVar("_T")
+
+
+def _interval() -> float:
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        return 10.0
+    return max(0.5, timeout.total_seconds() / 3)
+
+
+@asynccontextmanager
+async def heartbeating(*details: Any) -> AsyncGenerator[None]:
+    """Heartbeat (with `details`) every third of the heartbeat timeout while the block runs."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(*details)
+            await asyncio.sleep(_interval())
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+async def with_heartbeats(work: Awaitable[_T], *details: Any) -> _T:
+    """Await `work` while heartbeating."""
+    async with heartbeating(*details):
+        return await work
+
+
+def entered_before() -> int | None:
+    """The attempt that recorded entering the tool function before this one, if any."""
+    for detail in activity.info().heartbeat_details:
+        if isinstance(detail, dict) and ENTERED_KEY in detail:
+            value: Any = detail[ENTERED_KEY]  # pyright: ignore[reportUnknownVariableType]
+            return int(value) if isinstance(value, int | float | str) else 0
+    return None
+
+
+async def mark_entered() -> dict[str, int]:
+    """Durably record that this attempt enters the tool function; returns the detail to keep.
+
+    A heartbeat sent as a direct RPC, so that it is on the server before the tool
+    runs (the SDK's own heartbeats are sent in the background, unacknowledged).
+    """
+    info = activity.info()
+    detail = {ENTERED_KEY: info.attempt}
+    client = activity.client()
+    payloads = await client.data_converter.encode([detail])
+    await client.workflow_service.record_activity_task_heartbeat(
+        RecordActivityTaskHeartbeatRequest(
+            task_token=info.task_token, details=Payloads(payloads=payloads),
+            identity=client.identity, namespace=info.namespace,
+        ),
+        retry=True, timeout=timedelta(seconds=10),
+    )
+    return detail

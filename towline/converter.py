@@ -1,0 +1,88 @@
+"""towline's converters: pydantic payloads (undecodable untyped values kept raw), and run
+failures without the worker's stack trace.
+
+Temporal decodes a workflow's input before any workflow code runs; input that
+does not decode (invalid UTF-8, a lone surrogate escape, JSON nested thousands
+deep, a second `--input`) would fail the workflow *task*, which Temporal retries
+forever, and the run would never end. `AgentRun` therefore takes its input
+untyped (`*args`), and this converter hands an untyped value it cannot decode
+over as a `RawValue` instead of raising, so the workflow can end the run with
+`InvalidRunInput` saying what was wrong. Typed values decode (or fail) as usual.
+
+A failed run's failure is what a user reads in the UI and in `RunError`: its
+reason (the type), message and partial run. The Python stack trace of the
+worker's internals that Temporal attaches by default says nothing about the run,
+so `TowlineFailureConverter` leaves it out for `RunFailure`s (other errors, such
+as an activity's exception, keep theirs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import (
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadConverter,
+)
+
+from towline.errors import RunFailure
+
+__all__ = [
+    "TowlinePayloadConverter",
+    "TowlineFailureConverter",
+    "TowlineEncodedFailureConverter",
+    "failure_converter_for",
+]
+
+
+class TowlinePayloadConverter(PydanticPayloadConverter):
+    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`."""
+
+    def from_payloads(
+        self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+    ) -> list[Any]:
+        if type_hints is not None:
+            return super().from_payloads(payloads, type_hints)
+        values: list[Any] = []
+        for payload in payloads:
+            try:
+                values.extend(super().from_payloads([payload], None))
+            except Exception:  # noqa: BLE001 - the caller validates, and names the problem
+                values.append(RawValue(payload))
+        return values
+
+
+class TowlineFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter; a `RunFailure` carries no worker stack trace."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
+                   failure: Any) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, RunFailure):
+            failure.stack_trace = ""
+
+
+class TowlineEncodedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """The same, for failures whose message is encoded (encrypted) with the payload codec."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
+                   failure: Any) -> None:
+        if isinstance(exception, RunFailure):
+            exception.__traceback__ = None  # encoded attributes would carry it otherwise
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, RunFailure):
+            failure.stack_trace = ""
+
+
+def failure_converter_for(existing: type[Any]) -> type[Any]:
+    """towline's failure converter standing in for `existing` (a custom one is kept)."""
+    if existing in (DefaultFailureConverter, TowlineFailureConverter):
+        return TowlineFailureConverter
+    if existing in (DefaultFailureConverterWithEncodedAttributes, TowlineEncodedFailureConverter):
+        return TowlineEncodedFailureConverter
+    return existing

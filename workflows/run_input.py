@@ -1,0 +1,111 @@
+"""Decoding `AgentRun`'s input inside the workflow, so bad input fails the run, not its task.
+
+Input comes from anywhere: Python clients, the `temporal` CLI (`--input`,
+`--input-file`), the Temporal UI's start form. Whatever arrives, the run ends
+with `InvalidRunInput` and a message that says what was wrong: no input, more
+than one, bytes that are not UTF-8, a lone surrogate escape, JSON nested too
+deep, malformed JSON, an unknown field (with the closest known name), a value
+out of range. Resume state is accepted only in an execution Temporal continued.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import from_json
+from temporalio import workflow
+from temporalio.common import RawValue
+
+from towline.errors import InvalidRunInput
+from towline.results import RunInput
+
+__all__ = ["decode_run_input", "agent_named_in", "describe_errors"]
+
+_EXAMPLE = '{"agent": "calculator", "prompt": "What is 6 times 7?"}'
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
+                             rb"(?<![0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def describe_errors(e: ValidationError, known: Sequence[str] = ()) -> str:
+    """A ValidationError as one line: `field: problem; ...`, suggesting names for unknown fields."""
+    parts: list[str] = []
+    for err in e.errors():
+        where = ".".join(str(x) for x in err["loc"]) or "input"
+        if err["type"] == "extra_forbidden":
+            name = str(err["loc"][-1]) if err["loc"] else where
+            close = difflib.get_close_matches(name, known, n=1) if len(err["loc"]) == 1 else []
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            parts.append(f"{where}: unknown field{hint}")
+        else:
+            parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _raw_problem(raw: RawValue) -> str:
+    """Why a payload could not be decoded, in words."""
+    payload = raw.payload
+    encoding = payload.metadata.get("encoding", b"").decode(errors="replace")
+    if encoding not in ("json/plain", ""):
+        return f"the input is encoded as {encoding!r}; AgentRun takes JSON ({_EXAMPLE})"
+    data = payload.data
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return (f"the input is not valid UTF-8 (byte 0x{data[e.start]:02x} at position "
+                f"{e.start}); save the input file as UTF-8")
+    if _LONE_SURROGATE.search(data):
+        return ("the input holds a lone surrogate escape (such as \\ud800), which is not "
+                "text; send valid Unicode")
+    try:
+        from_json(data)
+    except ValueError as e:
+        text = str(e)
+        if "recursion limit" in text:
+            return "the input is nested too deeply to be a RunInput"
+        return f"the input is not valid JSON ({text}); e.g. {_EXAMPLE}"
+    return "the input could not be decoded"
+
+
+def decode_run_input(args: Sequence[Any]) -> RunInput:
+    """The run's `RunInput` from the workflow's raw arguments; `InvalidRunInput` otherwise."""
+    if not args:
+        raise InvalidRunInput(f"no input: AgentRun takes one JSON input such as {_EXAMPLE}")
+    if len(args) > 1:
+        raise InvalidRunInput(f"{len(args)} inputs given: AgentRun takes exactly one, "
+                              f"such as {_EXAMPLE}")
+    raw = args[0]
+    if isinstance(raw, RawValue):
+        raise InvalidRunInput(_raw_problem(raw))
+    if not isinstance(raw, dict | RunInput):
+        raise InvalidRunInput(f"the input is a JSON {type(raw).__name__}, not an object such "
+                              f"as {_EXAMPLE}")
+    try:
+        inp = RunInput.model_validate(raw)
+    except ValidationError as e:
+        known = list(RunInput.model_fields)
+        raise InvalidRunInput(f"the input is not a valid RunInput: {describe_errors(e, known)}") \
+            from None
+    except RecursionError:
+        raise InvalidRunInput("the input is nested too deeply to be a RunInput") from None
+    if inp.resume is not None:
+        info = workflow.info()
+        if info.continued_run_id is None or info.cron_schedule:
+            raise InvalidRunInput(
+                "resume is set by the runtime when a run continues as new, never by a client; "
+                "to continue a conversation, pass message_history"
+            )
+    return inp
+
+
+def agent_named_in(args: Sequence[Any]) -> str | None:
+    """The agent name an (invalid) input gives, if any, for the run's search attributes."""
+    first: Any = args[0] if len(args) == 1 else None
+    if isinstance(first, dict):
+        value: Any = first.get("agent")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(value, str) and 0 < len(value) <= 200:
+            return value
+    return None

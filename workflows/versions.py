@@ -1,0 +1,50 @@
+"""Workflow versions: one `workflow.patched` id per change to the commands `AgentRun` emits.
+
+A run started by older code replays its history with today's code whenever a
+worker picks it up again (after a crash, a restart, a cache eviction). If the
+code now emits other commands at some point, the replay fails with a
+nondeterminism error and the run is stuck until the old code is back. So every
+such change is made conditional: `since(ID)` is True in runs that reach it with
+this code (and records that in their history), False when replaying a history
+written before the change. Committed histories under `tests/histories/` are
+replayed by the suite to prove it.
+
+Remove a branch only once no run that could reach the old path can still be
+replayed (then use `workflow.deprecate_patch(ID)` for one release).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+__all__ = [
+    "since",
+    "EARLY_STATUS",
+    "FAILURE_ACCOUNTING",
+    "TRUNCATED_OUTPUT",
+    "CANCELLED_SESSION",
+    "TOOL_ENTRY",
+]
+
+EARLY_STATUS = "towline-early-status"
+"""The search-attribute check runs first, so a run that fails on its input or agent name
+still records `TowlineStatus=failed` (and `TowlineAgent` when known)."""
+
+FAILURE_ACCOUNTING = "towline-failure-accounting"
+"""A turn that fails keeps what it spent and said: hooks' `llm_usage`, `before_model`
+edits, and a model response too large to return (its request and usage)."""
+
+TRUNCATED_OUTPUT = "towline-truncated-output"
+"""A response cut off by the token limit executes nothing, its output-tool call included."""
+
+CANCELLED_SESSION = "towline-cancelled-session"
+"""A session cancelled while it waits for the next message ends as `Cancelled`."""
+
+
+def since(patch_id: str) -> bool:
+    """Whether this run takes the code path introduced by `patch_id` (see the module doc)."""
+    return workflow.patched(patch_id)
+
+TOOL_ENTRY = "towline-tool-entry"
+"""A non-idempotent tool whose every attempt lost its worker before the tool function
+started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
