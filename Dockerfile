@@ -6,7 +6,8 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml ./
+# pyproject.toml names README.md as the package's readme (its long description on PyPI).
+COPY pyproject.toml README.md ./
 COPY towline/ towline/
 COPY workflows/ workflows/
 COPY activities/ activities/

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,7 +29,14 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from towline import Agent, ToolContext, tool
-from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPart,
+)
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunResult
 
@@ -165,6 +173,64 @@ async def crash_model_script(messages: list[Message], info: ModelInfo) -> ModelR
     return " | ".join(str(r.content) for r in done)
 
 
+@tool(idempotent=True)
+def sleepy_effect(ctx: ToolContext, label: str) -> str:
+    """Apply an effect, then (first attempt only) sleep long in its thread: no heartbeat code.
+
+    Sync and silent: the activity's own heartbeats (from the event loop, while the
+    thread works) are what let Temporal notice a lost worker in seconds.
+    """
+    _count_execution(ctx)
+    applied = _apply_effect(ctx, label)
+    if applied and activity.info().attempt == 1:
+        started = effects_dir() / "started" / _key(ctx)
+        started.parent.mkdir(parents=True, exist_ok=True)
+        started.write_text("1")
+        time.sleep(float(os.environ.get(SLOW_ENV, SLOW_SECONDS)))
+    return f"sleepy {label} done"
+
+
+@tool
+def once_effect(ctx: ToolContext, label: str) -> str:
+    """A non-idempotent tool: applies its effect and, when asked to, then hangs."""
+    _count_execution(ctx)
+    _apply_effect(ctx, label)
+    if label == "hang":
+        started = effects_dir() / "started" / _key(ctx)
+        started.parent.mkdir(parents=True, exist_ok=True)
+        started.write_text(str(activity.info().attempt))
+        time.sleep(float(os.environ.get(SLOW_ENV, SLOW_SECONDS)))
+    return f"once {label} done"
+
+
+@tool(retry_policy=RetryPolicy(maximum_attempts=1))
+def single_attempt(ctx: ToolContext, label: str) -> str:
+    """A non-idempotent tool allowed one attempt only."""
+    _count_execution(ctx)
+    _apply_effect(ctx, label)
+    return f"single {label} done"
+
+
+def one_call_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Call the tool the prompt names with the label the prompt gives (`tool:label`)."""
+    done = _returns(messages)
+    if done:
+        return " | ".join(f"{r.status}: {r.content}" for r in done)
+    prompt = next(p.content for m in messages if isinstance(m, ModelRequest)
+                  for p in m.parts if isinstance(p, UserPart))
+    name, label = prompt.split(":", 1)
+    return _call(name, label)
+
+
+heartbeat_agent = Agent(
+    name="durable-heartbeat",
+    model=FunctionModel(one_call_script, model_name="durable-heartbeat-model"),
+    tools=[sleepy_effect, once_effect, single_attempt],
+    tool_heartbeat_timeout=timedelta(seconds=2),
+)
+"""One tool call named by the prompt (`sleepy_effect:x`, `once_effect:hang`, ...); a lost
+worker is noticed after 2 s of missing heartbeats, not after the 5-minute call timeout."""
+
 crash_tool_agent = Agent(
     name="durable-crash-tool",
     model=FunctionModel(crash_tool_script, model_name="durable-crash-tool-model"),
@@ -181,7 +247,7 @@ crash_model_agent = Agent(
 )
 """A run whose second model request hangs: the worker is killed during the model activity."""
 
-AGENTS = [crash_tool_agent, crash_model_agent]
+AGENTS = [crash_tool_agent, crash_model_agent, heartbeat_agent]
 """Every agent `tests/worker_main.py` serves."""
 
 
@@ -218,7 +284,9 @@ WORKER_MAIN = Path(__file__).with_name("worker_main.py")
 class WorkerProcess:
     """`tests/worker_main.py` as a child process that a test can SIGKILL and replace."""
 
-    def __init__(self, address: str, task_queue: str, root: Path, namespace: str = "default") -> None:
+    def __init__(self, address: str, task_queue: str, root: Path, namespace: str = "default",
+                 die_before: str | None = None) -> None:
+        self.die_before = die_before
         self.address = address
         self.task_queue = task_queue
         self.root = root
@@ -233,6 +301,8 @@ class WorkerProcess:
             sys.executable, str(WORKER_MAIN), "--address", self.address,
             "--task-queue", self.task_queue, "--namespace", self.namespace,
         ]
+        if self.die_before:
+            command += ["--die-before", self.die_before]
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
@@ -247,6 +317,11 @@ class WorkerProcess:
             os.kill(process.pid, signal.SIGKILL)
         process.wait()
         self._process = None
+
+    def wait(self, timeout: float = 60) -> int:
+        """Wait for the worker to exit on its own; its exit code."""
+        assert self._process is not None
+        return self._process.wait(timeout)
 
     def log(self) -> str:
         """Everything the worker processes printed so far."""

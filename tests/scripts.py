@@ -14,7 +14,7 @@ Temporal retries a model activity and lets several runs share one script.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +42,11 @@ __all__ = [
     "assert_paired",
 ]
 
-Scripted = ModelResponse | str | Callable[[list[Message], ModelInfo], ModelResponse | str]
-"""One scripted answer: a response, a final text, or a function of the request."""
+Scripted = (
+    ModelResponse | str
+    | Callable[[list[Message], ModelInfo], ModelResponse | str | Awaitable[ModelResponse | str]]
+)
+"""One scripted answer: a response, a final text, or a (sync or async) function of the request."""
 
 _names = itertools.count(1)
 
@@ -87,7 +90,9 @@ class Script:
         """The requests a given agent's runs made."""
         return [s for s in self.seen if s.agent == agent]
 
-    def _answer(self, messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    def _answer(
+        self, messages: list[Message], info: ModelInfo
+    ) -> ModelResponse | str | Awaitable[ModelResponse | str]:
         self.seen.append(Seen(info.agent, info.run_step, list(messages), info))
         index = info.run_step - 1
         if not 0 <= index < len(self.responses):

@@ -29,7 +29,8 @@ DESIGN_NAMES = {
 FAILURE_REASONS = [
     "MaxStepsExceeded", "ToolRetriesExhausted", "OutputRetriesExhausted", "UsageLimitExceeded",
     "CapabilityViolation", "ToolCallIdentityChanged", "DuplicateToolCallId",
-    "UncertainToolEffect", "ModelRequestFailed", "PayloadTooLarge",
+    "UncertainToolEffect", "ModelRequestFailed", "PayloadTooLarge", "ContentBlocked",
+    "Cancelled", "UnknownAgent", "InvalidRunInput", "InternalError",
 ]
 
 
@@ -73,6 +74,7 @@ def test_failure_reasons_are_run_failures() -> None:
     errors = importlib.import_module("towline.errors")
     for reason in FAILURE_REASONS:
         cls = getattr(errors, reason)
+        assert getattr(towline, reason) is cls, f"from towline import {reason}"
         assert issubclass(cls, towline.RunFailure), reason
         assert cls in errors.FAILURE_TYPES
         failure = cls("message")
@@ -93,3 +95,8 @@ def test_design_signatures() -> None:
         "output", "messages", "usage", "counters", "state", "run_id"}
     plugin = towline.TowlinePlugin(agents=[agent], models={})
     assert plugin.agents == [agent]
+
+
+def test_remove_takes_the_id_positionally() -> None:
+    assert towline.Remove("m1") == towline.Remove(id="m1")
+    assert towline.Remove("m1").id == "m1"

@@ -69,7 +69,7 @@ async def test_gate_bouncing_structured_output_keeps_call_and_return_adjacent(
                   capabilities=[CompletionGate(lambda t: "Paris" in t or "wrong city")])
     async with towline_worker(client, [agent]) as (tc, queue):
         result = await run(tc, agent, "capital?", task_queue=queue)
-    assert result.output == {"city": "Paris"}
+    assert result.output == Answer(city="Paris")
     for msgs in [*seen, result.messages]:
         assert_paired_in_order(list(msgs))
 

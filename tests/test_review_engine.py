@@ -440,7 +440,7 @@ async def test_reused_call_id_is_still_paired_when_the_run_ends(worker: tuple[Cl
 
 async def test_tools_jump_pairs_the_output_call_too(worker: tuple[Client, str]) -> None:
     result = await _ok(worker, "tools_jump")
-    assert result.output == {"city": "Oslo"}
+    assert result.output.model_dump() == {"city": "Oslo"}
     assert_paired(result)
     assert_paired(TOOLS_JUMP.seen[1].messages)  # the model was never sent an unpaired call
 

@@ -68,8 +68,8 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
 async def test_valid_output_is_the_validated_value(worker: tuple[Client, str]) -> None:
     tclient, queue = worker
     result = await run(tclient, VALID_AGENT, "weather in Oslo?", task_queue=queue)
-    assert result.output == {"city": "Oslo", "celsius": 4}
-    assert Weather.model_validate(result.output) == Weather(city="Oslo", celsius=4)
+    # `run` was given the Agent: the output is validated into its output_type on the client
+    assert result.output == Weather(city="Oslo", celsius=4)
     (seen,) = VALID.seen
     (offered,) = seen.info.output_tools
     assert offered.name == "final_result" and offered.kind == "output"
@@ -83,7 +83,7 @@ async def test_valid_output_is_the_validated_value(worker: tuple[Client, str]) -
 async def test_invalid_output_is_retried(worker: tuple[Client, str]) -> None:
     tclient, queue = worker
     result = await run(tclient, RETRIED_AGENT, "weather in Oslo?", task_queue=queue)
-    assert result.output == {"city": "Oslo", "celsius": 4}
+    assert result.output == Weather(city="Oslo", celsius=4)
     statuses = {r.tool_call_id: r.status for r in returns(result.messages)}
     assert statuses == {"r1": "validation_error", "r2": "succeeded"}
     assert result.counters.output_retries_used == 1
@@ -112,7 +112,7 @@ async def test_output_retries_exhausted(worker: tuple[Client, str]) -> None:
 async def test_text_answer_is_validated_too(worker: tuple[Client, str]) -> None:
     tclient, queue = worker
     result = await run(tclient, TEXT_AGENT, "weather in Oslo?", task_queue=queue)
-    assert result.output == {"city": "Oslo", "celsius": 4}
+    assert result.output == Weather(city="Oslo", celsius=4)
     assert result.counters.output_retries_used == 1
     retries = [p for m in result.messages if m.kind == "request"
                for p in m.parts if isinstance(p, RetryPart)]
@@ -129,7 +129,7 @@ def _ender(state: dict[str, Any]) -> dict[str, Any]:
     return {"jump_to": "end"}
 
 
-@pytest.mark.parametrize(("answer", "expected"), [('{"ok": true}', {"ok": True}), ("not json", None)])
+@pytest.mark.parametrize(("answer", "expected"), [('{"ok": true}', Verdict(ok=True)), ("not json", None)])
 async def test_an_end_jump_gives_validated_output_or_none(
     client: Client, answer: str, expected: Any
 ) -> None:

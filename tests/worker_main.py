@@ -11,26 +11,59 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from durable_agents import AGENTS
+from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Worker,
+)
 
 from towline.plugin import TowlinePlugin
 
 
-async def serve(address: str, namespace: str, task_queue: str) -> None:
+class _DieBefore(Interceptor):
+    """SIGKILLs this worker when it starts the named activity, before any of its code runs.
+
+    A crash after Temporal handed the attempt to the worker but before the tool function
+    was entered: what a later attempt must be able to tell apart from a crash mid-tool.
+    """
+
+    def __init__(self, activity_type: str) -> None:
+        self.activity_type = activity_type
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        target = self.activity_type
+
+        class Inbound(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                if activity.info().activity_type == target:
+                    print(f"dying before {target}", flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return await super().execute_activity(input)
+
+        return Inbound(next)
+
+
+async def serve(address: str, namespace: str, task_queue: str, die_before: str | None) -> None:
     """Connect (retrying while the server is not up yet) and run the worker forever."""
     client = await Client.connect(address, namespace=namespace, plugins=[TowlinePlugin(AGENTS)])
     # A short sticky timeout: after a crash, the run's next workflow task leaves the dead
     # worker's sticky queue for the shared queue quickly (the default is 10 s).
     worker = Worker(
-        client, task_queue=task_queue, sticky_queue_schedule_to_start_timeout=timedelta(seconds=1)
+        client, task_queue=task_queue, sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        interceptors=[_DieBefore(die_before)] if die_before else [],
     )
     print("worker polling", flush=True)
     await worker.run()
@@ -42,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True, help="host:port of the Temporal server")
     parser.add_argument("--task-queue", required=True, help="the task queue to poll")
     parser.add_argument("--namespace", default="default", help="the Temporal namespace")
+    parser.add_argument("--die-before", metavar="ACTIVITY_TYPE",
+                        help="SIGKILL this worker when it is about to run this activity")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.address, args.namespace, args.task_queue))
+    asyncio.run(serve(args.address, args.namespace, args.task_queue, args.die_before))
     return 0
 
 

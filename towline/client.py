@@ -22,7 +22,8 @@ from towline.options import Limits
 from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
 
-__all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+__all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
+           "typed_output", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_TASK_QUEUE = "towline"
@@ -110,9 +111,23 @@ def run_error(err: WorkflowFailureError) -> RunError:
 
 
 async def run(client: Client, agent: str | Agent, prompt: str | None, **options: Any) -> RunResult:
-    """Start a run and wait for its result; raises `RunError` if it fails."""
+    """Start a run and wait for its result; raises `RunError` if it fails.
+
+    Given the `Agent` itself, a structured `output_type` comes back as an instance of
+    that type (validated here, on the client); given only the agent's name, `output`
+    is its JSON value (a dict for a pydantic model).
+    """
     handle = await start_run(client, agent, prompt, **options)
     try:
-        return await handle.result()
+        result = await handle.result()
     except WorkflowFailureError as e:
         raise run_error(e) from e
+    return typed_output(result, agent)
+
+
+def typed_output(result: RunResult, agent: str | Agent) -> RunResult:
+    """`result` with its output validated into the agent's `output_type` (when known)."""
+    adapter = agent.output_adapter if isinstance(agent, Agent) else None
+    if adapter is None or result.output is None:
+        return result
+    return result.model_copy(update={"output": adapter.validate_python(result.output)})

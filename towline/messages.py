@@ -42,11 +42,11 @@ class _Frozen(BaseModel):
 class Usage(_Frozen):
     """Token usage of one or more model calls; `+` adds two usages."""
 
-    requests: int = 0
+    requests: int = Field(default=0, ge=0)
     """Model requests this usage covers."""
-    input_tokens: int = 0
-    """Tokens sent to the model."""
-    output_tokens: int = 0
+    input_tokens: int = Field(default=0, ge=0)
+    """Tokens sent to the model (never negative: a model reporting less fails its request)."""
+    output_tokens: int = Field(default=0, ge=0)
     """Tokens the model produced."""
 
     @property
@@ -183,7 +183,12 @@ class RemoveAll(_Frozen):
 
 
 class Remove(_Frozen):
-    """A `messages` instruction: drop the message with this id."""
+    """A `messages` instruction: drop the message with this id (`Remove(message.id)`)."""
 
     op: Literal["remove"] = "remove"
     id: str
+
+    def __init__(self, id: str | None = None, /, **data: Any) -> None:
+        if id is not None:
+            data["id"] = id
+        super().__init__(**data)

@@ -82,7 +82,8 @@ def hook_failure(error: Exception, where: str) -> RunFailure:
         return error
     if isinstance(error, ContentBlocked):
         return runtime_failure(ContentBlocked(f"{where}: {error.message}"))
-    return CapabilityViolation(f"{where} raised {type(error).__name__}: {error}")
+    text = error.message if isinstance(error, RunFailure) else str(error)
+    return CapabilityViolation(f"{where} raised {type(error).__name__}: {text}")
 
 
 async def maybe_await(value: Any) -> Any:

@@ -210,7 +210,8 @@ async def _before_hooks(
         except Exception as e:
             if is_runtime_failure(e):
                 raise  # e.g. the run was cancelled while the hook waited for an approval
-            batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {e}")
+            text = e.message if isinstance(e, RunFailure) else str(e)
+            batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {text}")
             return None
         if not isinstance(result, ToolCallPart):
             batch.record(i, "not_executed", f"{where} returned {type(result).__name__}, not a ToolCall")

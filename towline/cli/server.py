@@ -35,7 +35,7 @@ from towline.cli.common import (
     resolve_target,
 )
 from towline.client import with_towline
-from towline.devserver import DevServerProcess, free_port
+from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
 from towline.registration import register_search_attributes
 
 __all__ = [
@@ -98,6 +98,8 @@ class Embedded:
     async def stop(self) -> None:
         """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
         await self.process.stop()
+        if self.process.lock is not None:
+            self.process.lock.release()
 
     async def kill(self) -> None:
         """Stop the server at once (SIGKILL).
@@ -107,6 +109,8 @@ class Embedded:
         two seconds a graceful shutdown takes, after each `towline run`.
         """
         self.process.kill()
+        if self.process.lock is not None:
+            self.process.lock.release()
 
 
 def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
@@ -130,10 +134,13 @@ async def start_embedded(
     The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
     carries answers); the log's end is quoted if the server fails to start.
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = StateLock(state_dir).acquire()
+    except StateDirInUse as e:
+        raise CliError(str(e)) from None
     process = DevServerProcess(
         db_path=state_dir / DB_FILENAME, port=port, namespace=namespace, ui_port=ui_port,
-        log_level="error",
+        log_level="error", lock=lock,
     )
     process.log_path.unlink(missing_ok=True)
     process.log_path = state_dir / LOG_FILENAME
@@ -143,6 +150,7 @@ async def start_embedded(
         await register_search_attributes(client, namespace)
     except (OSError, RuntimeError, RPCError) as e:
         await process.stop()
+        lock.release()
         raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
                        f"(see {process.log_path})") from None
     return Embedded(process=process, client=client, ui_url=f"http://localhost:{ui_port}")

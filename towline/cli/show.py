@@ -151,7 +151,7 @@ async def _read_running(view: _View, handle: WorkflowHandle[Any, Any]) -> None:
         view.notes.append("(no worker answered the queries; counters are from the ledger memo)")
         return
     view.messages = MESSAGES.validate_python(raw)
-    if "counters" in state:
+    if state.get("counters"):
         view.counters = Counters.model_validate(state["counters"])
         view.usage = Usage.model_validate(state["usage"])
     view.header.append(f"Run state {state.get('status', '?')}")

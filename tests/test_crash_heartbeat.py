@@ -1,0 +1,148 @@
+"""A worker lost mid-tool is noticed in seconds (heartbeats), and tool effects stay honest.
+
+Workers run `tests/worker_main.py` in their own processes and are SIGKILLed. The
+tools (`durable_agents.heartbeat_agent`) have a 5-minute start-to-close timeout and
+write no heartbeat code; the agent's 2-second heartbeat timeout is what lets the
+run go on within seconds. Effects are counted by idempotency key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+import pytest_asyncio
+from durable_agents import WorkerProcess, effects, executions, heartbeat_agent, wait_for_file
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import RetryPolicy
+
+from scripts import returns
+from towline.client import run_error, start_run
+from towline.plugin import TowlinePlugin
+
+pytestmark = pytest.mark.timeout(120)
+
+OLD_TIMEOUT = 300.0
+"""The tools' start-to-close timeout: how long a lost worker went unnoticed before."""
+
+
+@pytest_asyncio.fixture
+async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
+    yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    made: list[WorkerProcess] = []
+    yield made
+    for w in made:
+        w.kill()
+    if made:
+        print(made[0].log())
+
+
+def _spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str, root: Path,
+           die_before: str | None = None) -> WorkerProcess:
+    w = WorkerProcess(target, queue, root, namespace, die_before=die_before)
+    w.start()
+    workers.append(w)
+    return w
+
+
+async def _attempts(handle: WorkflowHandle[object, object], activity_type: str) -> list[int]:
+    """Attempt numbers recorded for `activity_type` in the run's history."""
+    history = await handle.fetch_history()
+    scheduled = {
+        e.event_id for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+
+
+async def test_lost_worker_mid_tool_is_noticed_in_seconds(
+    tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, tmp_path)
+    handle = await start_run(tclient, heartbeat_agent, "sleepy_effect:x", task_queue=queue)
+    await wait_for_file(tmp_path / "started")
+    killed_at = time.monotonic()
+    first.kill()
+    _spawn(workers, target, namespace, queue, tmp_path)
+    result = await asyncio.wait_for(handle.result(), 60)
+    took = time.monotonic() - killed_at
+
+    assert [r.status for r in returns(result.messages)] == ["succeeded"]
+    assert result.output == "succeeded: sleepy x done"
+    assert took < OLD_TIMEOUT / 5, f"the lost worker went unnoticed for {took:.0f} s"
+    assert list(effects(tmp_path).values()) == [1]  # the retry found the effect applied
+    assert await _attempts(handle, "towline.tool.sleepy_effect") == [2]
+
+
+async def test_non_idempotent_tool_lost_after_it_started_is_unknown(
+    tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, tmp_path)
+    handle = await start_run(tclient, heartbeat_agent, "once_effect:hang", task_queue=queue)
+    await wait_for_file(tmp_path / "started")
+    first.kill()
+    _spawn(workers, target, namespace, queue, tmp_path)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await asyncio.wait_for(handle.result(), 60)
+    error = run_error(failure.value)
+    assert error.reason == "UncertainToolEffect"
+    assert error.partial is not None
+    [ret] = returns(error.partial.messages)
+    assert ret.status == "unknown"
+    assert "entered the tool and its worker was lost" in str(ret.content)
+    # the second attempt refused to run the tool again: one execution, one effect
+    assert list(executions(tmp_path).values()) == [1]
+    assert list(effects(tmp_path).values()) == [1]
+
+
+async def test_non_idempotent_tool_lost_before_it_started_runs_on_the_next_worker(
+    tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, tmp_path,
+                   die_before="towline.tool.once_effect")
+    handle = await start_run(tclient, heartbeat_agent, "once_effect:quick", task_queue=queue)
+    assert await asyncio.to_thread(first.wait) != 0  # it died as the attempt began
+    _spawn(workers, target, namespace, queue, tmp_path)
+    result = await asyncio.wait_for(handle.result(), 60)
+
+    assert [r.status for r in returns(result.messages)] == ["succeeded"]
+    assert list(executions(tmp_path).values()) == [1]
+    assert list(effects(tmp_path).values()) == [1]
+    # attempt 1 was lost before the tool started; attempt 2 could prove it and ran it
+    assert await _attempts(handle, "towline.tool.once_effect") == [2]
+
+
+async def test_single_attempt_tool_lost_before_it_started_is_not_executed(
+    tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    assert heartbeat_agent.tools[2].effective_retry_policy() == RetryPolicy(maximum_attempts=1)
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, tmp_path,
+                   die_before="towline.tool.single_attempt")
+    handle = await start_run(tclient, heartbeat_agent, "single_attempt:x", task_queue=queue)
+    assert await asyncio.to_thread(first.wait) != 0
+    _spawn(workers, target, namespace, queue, tmp_path)
+    result = await asyncio.wait_for(handle.result(), 60)
+
+    # no attempt left, but its heartbeats prove the tool never ran: not "unknown"
+    [ret] = returns(result.messages)
+    assert ret.status == "not_executed"
+    assert "lost its worker before the tool started" in str(ret.content)
+    assert executions(tmp_path) == {}
