@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import TerminatedError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -75,6 +75,7 @@ class Progress:
         self.step = 0
         self.status = "running"
         self.announced: set[str] = set()
+        self.approving = False
 
     def _say(self, line: str) -> None:
         if not self.quiet:
@@ -128,8 +129,10 @@ class Progress:
             self._say(f"waiting for approval: {call}  (call id {call_id})\n"
                       f"  towline approve {self.workflow_id} {call_id}   "
                       f"or   towline reject {self.workflow_id} {call_id}")
-        if status != self.status and status == "running" and self.status == "waiting":
+        if status != self.status and status == "running" and self.status == "waiting" and (
+                self.approving):
             self._say("resumed")
+        self.approving = bool(pending)  # a session waiting for a message is not "resumed"
         self.status = status
 
 
@@ -314,7 +317,10 @@ async def run_command(args: Any) -> int:
             err = run_error(e)
             if err.partial is not None:
                 progress.messages(err.partial.messages)
-            say(f"towline: run {handle.id} failed: {err.reason}: {err.message}")
+            if isinstance(e.cause, TerminatedError):  # no failure reason: nothing of it ran
+                say(f"towline: run {handle.id} was terminated: {e.cause.message or 'no reason given'}")
+            else:
+                say(f"towline: run {handle.id} failed: {err.reason}: {err.message}")
             if url:
                 say(f"UI: {url}")
             return 1

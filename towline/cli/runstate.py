@@ -21,6 +21,7 @@ from temporalio.api.enums.v1 import EventType, TaskQueueType, WorkflowTaskFailed
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryRequest,
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import (
@@ -56,6 +57,7 @@ __all__ = [
     "describe_run",
     "memo_counters",
     "cost_micros",
+    "agent_name",
     "workers_polling",
     "RunDetails",
     "read_run",
@@ -216,6 +218,27 @@ async def describe_run(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDes
     if desc.workflow_type != "AgentRun":
         raise CliError(f"workflow {handle.id!r} is a {desc.workflow_type}, not an AgentRun")
     return desc
+
+
+async def agent_name(client: Client, desc: WorkflowExecutionDescription) -> str | None:
+    """The run's agent: its search attribute, or the input (a run no worker has started yet)."""
+    name = attributes(desc.typed_search_attributes).get("TowlineAgent")
+    if isinstance(name, str):
+        return name
+    request = GetWorkflowExecutionHistoryRequest(
+        namespace=client.namespace,
+        execution=ExecutionRef(workflow_id=desc.id, run_id=desc.run_id), maximum_page_size=1,
+    )
+    try:
+        events = (await client.workflow_service.get_workflow_execution_history(request)).history.events
+        payloads = events[0].workflow_execution_started_event_attributes.input.payloads
+        values = await client.data_converter.decode(payloads)
+        first: Any = values[0] if values else None
+        fields: dict[str, Any] = first if isinstance(first, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        agent = fields.get("agent")
+    except Exception:  # noqa: BLE001 - only a hint: an input we cannot read names no agent
+        return None
+    return agent if isinstance(agent, str) else None
 
 
 async def workers_polling(client: Client, task_queue: str, now: datetime) -> bool | None:

@@ -37,7 +37,7 @@ from towline.cli.common import (
     one_line,
     resolve_target,
 )
-from towline.cli.runstate import attributes, describe_run, workers_polling
+from towline.cli.runstate import agent_name, describe_run, workers_polling
 
 __all__ = ["decision_command", "send_command", "cancel_command", "register"]
 
@@ -56,8 +56,8 @@ async def _live(client: Client, workflow_id: str, what: str) -> tuple[
     return handle, desc
 
 
-def _start_hint(desc: WorkflowExecutionDescription) -> str:
-    agent = attributes(desc.typed_search_attributes).get("TowlineAgent")
+async def _start_hint(client: Client, desc: WorkflowExecutionDescription) -> str:
+    agent = await agent_name(client, desc)
     who = f"agent {agent!r}" if agent else "its agent"
     return (f"start a worker for {who} on task queue {desc.task_queue!r}: towline worker --agent "
             f"MODULE:ATTR --task-queue {desc.task_queue} (or towline dev --agent MODULE:ATTR)")
@@ -67,7 +67,7 @@ async def _require_worker(client: Client, desc: WorkflowExecutionDescription, wh
     """Fail at once when no worker polls the run's task queue (an update would only time out)."""
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         raise CliError(f"no worker is polling task queue {desc.task_queue!r}, so nothing can "
-                       f"apply the {what}; {_start_hint(desc)}")
+                       f"apply the {what}; {await _start_hint(client, desc)}")
 
 
 def _refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliError:
@@ -77,16 +77,17 @@ def _refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliEr
 
 
 async def _accepted(
-    handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription, name: str, arg: Any,
-    wait: float,
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
+    name: str, arg: Any, wait: float,
 ) -> WorkflowUpdateHandle[Any]:
     """Start update `name` and wait (up to `wait` s) until a worker accepted or rejected it."""
     try:
         update: WorkflowUpdateHandle[Any] = await asyncio.wait_for(
             handle.start_update(name, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)  # pyright: ignore[reportUnknownMemberType]
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        hint = await _start_hint(client, desc)
         raise CliError(f"no worker answered the {name} within {wait:g}s (is the worker for run "
-                       f"{handle.id!r} stopped or overloaded?); {_start_hint(desc)}") from None
+                       f"{handle.id!r} stopped or overloaded?); {hint}") from None
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise CliError(f"run {handle.id!r} has ended; nothing can {name} it") from None
@@ -109,7 +110,7 @@ async def decision_command(args: Any) -> int:
     handle, desc = await _live(client, args.workflow_id, name)
     await _require_worker(client, desc, name)
     decision = ApprovalDecision(call_id=args.call_id, reason=args.reason)
-    update = await _accepted(handle, desc, name, decision, args.wait)
+    update = await _accepted(client, handle, desc, name, decision, args.wait)
     try:
         await update.result()
     except WorkflowUpdateFailedError as e:
@@ -128,7 +129,8 @@ async def send_command(args: Any) -> int:
     client = await connect_client(resolve_target(args.address, args.namespace))
     handle, desc = await _live(client, args.workflow_id, "send to")
     await _require_worker(client, desc, "send")
-    update = await _accepted(handle, desc, "send", SendInput(content=args.message), args.wait)
+    update = await _accepted(client, handle, desc, "send", SendInput(content=args.message),
+                             args.wait)
     if args.no_wait:
         print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
               f"`towline show {args.workflow_id}`", file=sys.stderr)
@@ -160,7 +162,7 @@ async def cancel_command(args: Any) -> int:
           "next step (at once if it is waiting)")
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         print(f"note: no worker is polling task queue {desc.task_queue!r}; the run ends when one "
-              f"does ({_start_hint(desc)})", file=sys.stderr)
+              f"does ({await _start_hint(client, desc)})", file=sys.stderr)
     return 0
 
 
