@@ -250,7 +250,7 @@ async def test_pending_lists_waiting_calls_with_how_long_they_waited(fleet: Flee
     requested = datetime.fromisoformat(call["requested_at"])
     assert requested.tzinfo is not None and call["waited_seconds"] >= 0
     # the stuck run is `waiting` too, but its worker cannot answer for it: said on stderr
-    assert f"run '{fleet.ids['stuck']}' did not answer the state query" in done.err
+    assert f"note: no answer from run '{fleet.ids['stuck']}': the state query got no answer" in done.err
 
     table = await towline("pending", "--query", fleet.query, env=fleet.env)
     assert table.code == 0, table

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecution
@@ -33,6 +33,7 @@ from towline.cli.runstate import (
     query_state,
     status_name,
     task_failure,
+    workers_polling,
 )
 
 __all__ = [
@@ -227,13 +228,19 @@ class PendingScan:
 async def pending_approvals(client: Client, query: str, limit: int) -> PendingScan:
     """Tool calls waiting for approval in the runs `query` lists (waiting ones), oldest first."""
     waiting = await _executions(client, query, SCAN_LIMIT)
+    now = datetime.now(UTC)
+    queues = sorted({e.task_queue for e in waiting})
+    polled = dict(zip(queues, await _each(queues, lambda q: workers_polling(client, q, now)),
+                      strict=True))
 
     async def read(execution: WorkflowExecution) -> list[PendingApproval] | tuple[str, str]:
+        if polled[execution.task_queue] is False:  # a query would only time out
+            return (execution.id, f"no worker is polling task queue {execution.task_queue!r}")
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        try:
-            return pending_from_state(execution.id, await query_state(handle))
-        except CliError as e:
-            return (execution.id, e.message)
+        state = await query_state(handle)
+        if isinstance(state, str):
+            return (execution.id, state)
+        return pending_from_state(execution.id, state)
 
     scan = PendingScan()
     for got in await _each(waiting, read):

@@ -106,7 +106,7 @@ async def pending_command(args: Any) -> int:
     query = runs_query(agent=args.agent, status="waiting", query=args.query)
     scan = await pending_approvals(client, query, args.limit)
     for workflow_id, why in scan.unanswered:
-        print(f"note: {why}; is a worker for run {workflow_id!r} running?", file=sys.stderr)
+        print(f"note: no answer from run {workflow_id!r}: {why}", file=sys.stderr)
     if args.json:
         print_json([p.to_json(now) for p in scan.calls])
     elif not scan.calls:

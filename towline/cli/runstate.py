@@ -195,15 +195,14 @@ async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> Ta
     return TaskFailure(attempt=pending.attempt, since=since, message=message, cause=cause)
 
 
-async def query_state(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
-    """The run's `state` query answer; raises `CliError` with the reason if nobody answers."""
+async def query_state(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | str:
+    """The run's `state` query answer, or why there is none (no worker, a failing replay)."""
     try:
         state: dict[str, Any] = await asyncio.wait_for(
             handle.query("state", rpc_timeout=QUERY_TIMEOUT), QUERY_TIMEOUT.total_seconds() + 2
         )
     except (RPCError, WorkflowQueryFailedError, TimeoutError) as e:
-        raise CliError(f"run {handle.id!r} did not answer the state query "
-                       f"({one_line(e) or 'no answer'})") from None
+        return f"the state query got no answer ({one_line(e, 200) or 'no worker answered'})"
     return state
 
 
@@ -328,10 +327,12 @@ class RunDetails:
 
 
 async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -> None:
+    state = await query_state(handle)
     try:
-        state = await query_state(handle)
+        if isinstance(state, str):
+            raise WorkflowQueryFailedError(state)
         raw: Any = await handle.query("messages", rpc_timeout=QUERY_TIMEOUT)
-    except (CliError, RPCError, WorkflowQueryFailedError):
+    except (RPCError, WorkflowQueryFailedError):
         details.notes.append("(no worker answered the queries; counters are from the ledger memo)")
         return
     details.messages = MESSAGES.validate_python(raw)
