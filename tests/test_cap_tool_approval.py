@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -90,7 +90,10 @@ async def test_approval_survives_a_worker_restart_and_validates_decisions(client
     async with towline_worker(client, [agent], task_queue=queue) as (tc, _):
         handle = await start_run(tc, agent, "pay 7", task_queue=queue, id=workflow_id)
         waiting = await eventually(lambda: pending(handle), "a pending approval")
+        requested_at = datetime.fromisoformat(waiting["t1"].pop("requested_at"))
         assert waiting == {"t1": {"tool_name": "transfer", "args": {"amount": 7}, "run_step": 1}}
+        started = (await handle.describe()).start_time
+        assert started is not None and started <= requested_at  # workflow time, tz-aware
         state = await handle.query("state")
         assert state["status"] == "waiting"
         await eventually(lambda: status_attribute_is(client, workflow_id, "waiting"),

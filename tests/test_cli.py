@@ -34,7 +34,7 @@ from towline.testing import towline_worker
 from towline.workflows import current_run
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ("dev", "worker", "run", "show", "approve", "reject")
+COMMANDS = ("dev", "worker", "run", "show", "runs", "pending", "approve", "reject", "send", "cancel")
 
 
 @dataclass

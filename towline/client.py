@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
 
@@ -78,14 +79,20 @@ async def start_run(
     message_history: list[Message] | None = None,
     context: dict[str, Any] | None = None,
     session: bool = False,
+    id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start an `AgentRun`; returns its handle."""
+    """Start an `AgentRun`; returns its handle.
+
+    `id_reuse_policy` is Temporal's: whether `id` may name a new run after a closed one
+    (a live run with that id always makes this raise `WorkflowAlreadyStartedError`).
+    """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt, message_history=message_history, limits=limits,
                    context=context, session=session)
     workflow_id = id or f"{name}-{_suffix()}"
     return await client.start_workflow(
         "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
+        id_reuse_policy=id_reuse_policy,
         static_summary=f"{name}: {(prompt or '')[:80]}",
     )
 

@@ -50,8 +50,10 @@ class HookApi:
         """Wait durably for a decision on `call`; None means rejected by timeout."""
         run = self._require_run()
         call_id = call.tool_call_id
+        # `requested_at` (workflow time, so replay-safe) lets operators see how long it waited.
         run.pending_approvals[call_id] = {
             "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
+            "requested_at": workflow.now().isoformat(),
         }
         run.confirm("waiting")
         try:

@@ -5,6 +5,10 @@
     towline worker --agent myapp.agents:support
     towline show calculator-1a2b3c4d5e6f
     towline approve calculator-1a2b3c4d5e6f test_1_0 --reason "looks fine"
+    towline runs --status waiting
+    towline pending
+    towline send chat-1 "And now?"
+    towline cancel chat-1
 
 Connection settings (address, namespace, TLS, API key) come from Temporal's
 environment configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in
@@ -43,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import run, server, show, steer
+    from towline.cli import run, runs, server, show, steer
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -51,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, steer):
+    for module in (server, run, show, runs, steer):
         module.register(sub)
     return parser
 

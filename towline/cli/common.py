@@ -40,6 +40,7 @@ __all__ = [
     "ui_base",
     "workflow_url",
     "one_line",
+    "unreachable_reason",
     "positive",
     "port_number",
     "add_connection",
@@ -190,9 +191,29 @@ async def connect_client(
         return await asyncio.wait_for(
             connect(target.address, target.namespace, agents=agents), timeout=timeout
         )
+    except ValueError as e:  # the SDK's parse of the address
+        raise CliError(f"invalid Temporal address {target.address!r} (expected HOST:PORT): "
+                       f"{one_line(e).removeprefix('invalid target URL: ')}", EXIT_USAGE) from None
     except (RuntimeError, RPCError, OSError, TimeoutError) as e:
-        reason = "no answer" if isinstance(e, TimeoutError) else one_line(e)
-        raise CliError(f"cannot reach the Temporal server at {target.address}: {reason}") from None
+        raise CliError(f"cannot reach the Temporal server at {target.address}: "
+                       f"{unreachable_reason(e)}") from None
+
+
+def unreachable_reason(err: BaseException) -> str:
+    """Why a connection failed, in words (the Rust transport's errors are long and nested)."""
+    if isinstance(err, TimeoutError):
+        return "no answer"
+    text = str(err)
+    lowered = text.lower()
+    if "dns error" in lowered or "failed to lookup address" in lowered:
+        return "the host name does not resolve (DNS lookup failed)"
+    if "connection refused" in lowered or "connectionrefused" in lowered:
+        return "connection refused (is the server running, on this port?)"
+    if "certificate" in lowered or "tls" in lowered or "handshake" in lowered:
+        return f"TLS failed (check TEMPORAL_TLS* / the profile's TLS settings): {one_line(err, 160)}"
+    if "unauthenticated" in lowered or "permission denied" in lowered:
+        return f"not allowed (check TEMPORAL_API_KEY / the profile's credentials): {one_line(err, 160)}"
+    return one_line(err)
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -20,10 +20,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import TerminatedError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from towline.agent import Agent
+from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.cli.common import (
     CliError,
     Target,
@@ -39,6 +41,7 @@ from towline.cli.common import (
     ui_base,
     workflow_url,
 )
+from towline.cli.render import format_call, short
 from towline.cli.server import (
     DEFAULT_UI_PORT,
     GRACEFUL_SHUTDOWN,
@@ -48,7 +51,6 @@ from towline.cli.server import (
     start_embedded,
     stop_event,
 )
-from towline.cli.show import format_call, short
 from towline.client import run_error, start_run, with_towline
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
@@ -73,6 +75,7 @@ class Progress:
         self.step = 0
         self.status = "running"
         self.announced: set[str] = set()
+        self.approving = False
 
     def _say(self, line: str) -> None:
         if not self.quiet:
@@ -126,12 +129,50 @@ class Progress:
             self._say(f"waiting for approval: {call}  (call id {call_id})\n"
                       f"  towline approve {self.workflow_id} {call_id}   "
                       f"or   towline reject {self.workflow_id} {call_id}")
-        if status != self.status and status == "running" and self.status == "waiting":
+        if status != self.status and status == "running" and self.status == "waiting" and (
+                self.approving):
             self._say("resumed")
+        self.approving = bool(pending)  # a session waiting for a message is not "resumed"
         self.status = status
 
 
-async def _poll(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
+class Session:
+    """`towline run --session`: prints the answer to the prompt once the session waits."""
+
+    def __init__(self, agent: Agent, workflow_id: str) -> None:
+        self.agent = agent
+        self.workflow_id = workflow_id
+        self.answered = False
+
+    def answer(self, messages: list[Message]) -> Any:
+        """The output of the last response: its text, or the output tool's arguments."""
+        last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+        if last is None:
+            return None
+        for call in last.tool_calls:
+            if call.tool_name == OUTPUT_TOOL_NAME:
+                return call.args.get("response") if self.agent.output_wrapped else call.args
+        return last.text
+
+    def observe(self, state: dict[str, Any], messages: list[Message]) -> None:
+        """Print the first answer when the session first waits for a message."""
+        if self.answered or state.get("status") != "waiting" or state.get("pending_approvals"):
+            return
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return
+        self.answered = True
+        answer = self.answer(messages)
+        print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, ensure_ascii=False))
+        sys.stdout.flush()
+        wid = self.workflow_id
+        say(f"Session {wid} waits for the next message: towline send {wid} \"...\" (from another "
+            f"terminal); it ends after an idle timeout, or with towline cancel {wid}. Ctrl-C "
+            "leaves it open.")
+
+
+async def _poll(
+    handle: WorkflowHandle[Any, Any], progress: Progress, session: Session | None
+) -> None:
     """One progress poll; a query nobody answers yet is simply skipped."""
     try:
         state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
@@ -139,14 +180,18 @@ async def _poll(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
     except (TimeoutError, RPCError, WorkflowQueryFailedError):
         return
     try:
-        progress.messages(MESSAGES.validate_python(raw))
+        messages = MESSAGES.validate_python(raw)
     except ValidationError:
         return
+    progress.messages(messages)
     progress.state(state)
+    if session is not None:
+        session.observe(state, messages)
 
 
 async def _follow(
-    handle: WorkflowHandle[Any, RunResult], progress: Progress, stop: asyncio.Event
+    handle: WorkflowHandle[Any, RunResult], progress: Progress, stop: asyncio.Event,
+    session: Session | None = None,
 ) -> RunResult | None:
     """Wait for the result while printing progress; None if interrupted (Ctrl-C)."""
     result = asyncio.ensure_future(handle.result())
@@ -162,7 +207,7 @@ async def _follow(
             if stopped in done:
                 result.cancel()
                 return None
-            await _poll(handle, progress)
+            await _poll(handle, progress, session)
             if not progress.printed and loop.time() > hint_at:
                 hint_at = float("inf")
                 progress.hint("no progress yet: is a worker for this agent polling the task queue?")
@@ -187,7 +232,7 @@ async def _connect_or_embed(
         client = await connect_client(target, [agent], timeout=args.connect_timeout)
         return client, ui_base(target, args.ui_url), None
     except CliError as unreachable:
-        if not is_local(target):
+        if not is_local(target) or unreachable.code == 2:  # remote, or not an address at all
             raise
         if args.no_worker:
             raise CliError(f"{unreachable.message} (--no-worker needs a running server)") from None
@@ -203,6 +248,22 @@ async def _connect_or_embed(
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
     return with_towline(embedded.client, [agent]), embedded.ui_url, embedded
+
+
+async def _duplicate(client: Client, workflow_id: str, allowed: bool) -> CliError:
+    """The error for `--id` naming a run that exists (a live one, or any without the flag)."""
+    try:
+        desc = await client.get_workflow_handle(workflow_id).describe()
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
+    except RPCError:
+        status = "UNKNOWN"
+    if allowed or status == "RUNNING":
+        return CliError(f"run {workflow_id!r} is still running: a workflow id names one live run "
+                        f"at a time (see it with towline show {workflow_id}, end it with "
+                        f"towline cancel {workflow_id}, or choose another --id)")
+    return CliError(f"a run with id {workflow_id!r} already exists ({status}; towline show "
+                    f"{workflow_id}): choose another --id, or pass --allow-duplicate to start a "
+                    "new run under the same id")
 
 
 def _count(n: int, noun: str) -> str:
@@ -221,6 +282,9 @@ def _print_output(result: RunResult, as_json: bool) -> None:
 
 async def run_command(args: Any) -> int:
     """`towline run module:attr "prompt"`."""
+    if args.session and args.json:
+        raise CliError("--json prints a finished run's RunResult; a session's answers are printed "
+                       "as they come (towline send --json prints one as JSON)", 2)
     agent = load_agent(args.agent)
     prompt = read_prompt(args.prompt, args.prompt_file)
     limits = _limits(agent, args.max_steps)
@@ -231,9 +295,14 @@ async def run_command(args: Any) -> int:
         if not args.no_worker:
             await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
                                                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
+        reuse = (WorkflowIDReusePolicy.ALLOW_DUPLICATE if args.allow_duplicate
+                 else WorkflowIDReusePolicy.REJECT_DUPLICATE)
         try:
             handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
-                                     id=args.id, limits=limits)
+                                     id=args.id, limits=limits, session=args.session,
+                                     id_reuse_policy=reuse)
+        except WorkflowAlreadyStartedError:
+            raise await _duplicate(client, args.id, args.allow_duplicate) from None
         except RPCError as e:
             raise CliError(f"cannot start the run: {e.message}") from None
         address = embedded.address if embedded else target.address
@@ -241,13 +310,17 @@ async def run_command(args: Any) -> int:
         say(f"Run {handle.id} started (agent {agent.name}, task queue {args.task_queue}, "
             f"server {address})")
         progress = Progress(handle.id, quiet=args.quiet)
+        session = Session(agent, handle.id) if args.session else None
         try:
-            result = await _follow(handle, progress, stop)
+            result = await _follow(handle, progress, stop, session)
         except WorkflowFailureError as e:
             err = run_error(e)
             if err.partial is not None:
                 progress.messages(err.partial.messages)
-            say(f"towline: run {handle.id} failed: {err.reason}: {err.message}")
+            if isinstance(e.cause, TerminatedError):  # no failure reason: nothing of it ran
+                say(f"towline: run {handle.id} was terminated: {e.cause.message or 'no reason given'}")
+            else:
+                say(f"towline: run {handle.id} failed: {err.reason}: {err.message}")
             if url:
                 say(f"UI: {url}")
             return 1
@@ -260,7 +333,10 @@ async def run_command(args: Any) -> int:
         c = result.counters
         say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
             f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}.")
-        _print_output(result, args.json)
+        if session is not None and session.answered:
+            say(f"Session {handle.id} ended: no message came within its idle timeout.")
+        else:
+            _print_output(result, args.json)
         if url:
             say(f"UI: {url}")
         else:
@@ -280,6 +356,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-': stdin)")
     add_task_queue(p)
     p.add_argument("--id", metavar="WORKFLOW_ID", help="workflow id (default: <agent>-<random>)")
+    p.add_argument("--allow-duplicate", action="store_true",
+                   help="with --id: start even if a closed run already has that id")
+    p.add_argument("--session", action="store_true",
+                   help="keep the run open after its answer for `towline send` (a multi-turn "
+                   "session); this command follows it until it ends (Ctrl-C leaves it open)")
     p.add_argument("--max-steps", type=positive, metavar="N",
                    help="override the agent's max_steps for this run")
     p.add_argument("--no-worker", action="store_true",

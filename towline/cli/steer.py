@@ -1,63 +1,207 @@
-"""`towline approve` and `towline reject`: steer a run by workflow id."""
+"""`towline approve`, `reject`, `send` and `cancel`: steer a live run by workflow id.
+
+`approve`/`reject`/`send` are workflow updates: a worker must apply them. Before
+sending one the command checks that some worker polls the run's task queue (so
+"nobody is there" is said at once, not after a timeout), then waits for the
+worker to accept it (`--wait`); `send` then waits for the run's answer unless
+`--no-wait`. `cancel` is a signal: Temporal records it even with no worker
+running, and the run ends with reason `Cancelled` when a worker next runs it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.cli.common import CliError, add_connection, connect_client, one_line, resolve_target
+from towline.cli.common import (
+    CliError,
+    add_connection,
+    connect_client,
+    one_line,
+    resolve_target,
+)
+from towline.cli.runstate import agent_name, describe_run, workers_polling
 
-__all__ = ["decision_command", "register"]
+__all__ = ["decision_command", "send_command", "cancel_command", "register"]
+
+ACCEPT_WAIT = 30.0
+"""Default seconds to wait for a worker to accept an update."""
 
 
-async def _update(handle: WorkflowHandle[Any, Any], name: str, call_id: str, reason: str | None) -> str:
-    from towline.workflows import ApprovalDecision
+async def _live(client: Client, workflow_id: str, what: str) -> tuple[
+        WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The handle and description of a live run; `CliError` if it is gone or has ended."""
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    desc = await describe_run(handle)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        raise CliError(f"run {workflow_id!r} has ended ({status}); nothing can {what} it")
+    return handle, desc
 
-    decision = ApprovalDecision(call_id=call_id, reason=reason)
-    result: Any = await handle.execute_update(name, decision, result_type=str)  # pyright: ignore[reportUnknownMemberType]
-    return str(result)
+
+async def _start_hint(client: Client, desc: WorkflowExecutionDescription) -> str:
+    agent = await agent_name(client, desc)
+    who = f"agent {agent!r}" if agent else "its agent"
+    return (f"start a worker for {who} on task queue {desc.task_queue!r}: towline worker --agent "
+            f"MODULE:ATTR --task-queue {desc.task_queue} (or towline dev --agent MODULE:ATTR)")
+
+
+async def _require_worker(client: Client, desc: WorkflowExecutionDescription, what: str) -> None:
+    """Fail at once when no worker polls the run's task queue (an update would only time out)."""
+    if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
+        raise CliError(f"no worker is polling task queue {desc.task_queue!r}, so nothing can "
+                       f"apply the {what}; {await _start_hint(client, desc)}")
+
+
+def _refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliError:
+    cause = e.cause
+    reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
+    return CliError(f"{name} refused by run {workflow_id!r}: {one_line(reason)}")
+
+
+async def _accepted(
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
+    name: str, arg: Any, wait: float,
+) -> WorkflowUpdateHandle[Any]:
+    """Start update `name` and wait (up to `wait` s) until a worker accepted or rejected it."""
+    try:
+        update: WorkflowUpdateHandle[Any] = await asyncio.wait_for(
+            handle.start_update(name, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)  # pyright: ignore[reportUnknownMemberType]
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        hint = await _start_hint(client, desc)
+        raise CliError(f"no worker answered the {name} within {wait:g}s (is the worker for run "
+                       f"{handle.id!r} stopped or overloaded?); {hint}") from None
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"run {handle.id!r} has ended; nothing can {name} it") from None
+        raise CliError(f"{name} failed: {one_line(e)}") from None
+    try:  # a rejection (validator) comes back with its outcome already known
+        await asyncio.wait_for(update.result(), 0.2)
+    except WorkflowUpdateFailedError as e:
+        raise _refused(name, handle.id, e) from None
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        pass  # accepted, still running
+    return update
 
 
 async def decision_command(args: Any) -> int:
     """`towline approve|reject WORKFLOW_ID CALL_ID`: execute the workflow's update."""
+    from towline.workflows import ApprovalDecision
+
     name: str = args.command
-    target = resolve_target(args.address, args.namespace)
-    client: Client = await connect_client(target)
-    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
+    client = await connect_client(resolve_target(args.address, args.namespace))
+    handle, desc = await _live(client, args.workflow_id, name)
+    await _require_worker(client, desc, name)
+    decision = ApprovalDecision(call_id=args.call_id, reason=args.reason)
+    update = await _accepted(client, handle, desc, name, decision, args.wait)
     try:
-        await asyncio.wait_for(_update(handle, name, args.call_id, args.reason), args.wait)
+        await update.result()
     except WorkflowUpdateFailedError as e:
-        cause = e.cause
-        reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
-        raise CliError(f"{name} refused by run {args.workflow_id!r}: {one_line(reason)}") from None
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"no running workflow {args.workflow_id!r} in this namespace") from None
-        raise CliError(f"{name} failed: {one_line(e)}") from None
-    except TimeoutError:
-        raise CliError(f"no worker answered within {args.wait:g}s; is a worker for this run "
-                       f"running (towline worker --agent ...)?") from None
+        raise _refused(name, handle.id, e) from None
     done = "approved" if name == "approve" else "rejected"
-    print(f"{done} tool call {args.call_id} in run {args.workflow_id}", file=sys.stdout)
+    print(f"{done} tool call {args.call_id} in run {args.workflow_id}")
     return 0
 
 
+async def send_command(args: Any) -> int:
+    """`towline send WORKFLOW_ID MESSAGE`: the `send` update; prints the run's answer."""
+    from towline.workflows import SendInput
+
+    if not args.message.strip():
+        raise CliError("the message is empty", 2)
+    client = await connect_client(resolve_target(args.address, args.namespace))
+    handle, desc = await _live(client, args.workflow_id, "send to")
+    await _require_worker(client, desc, "send")
+    update = await _accepted(client, handle, desc, "send", SendInput(content=args.message),
+                             args.wait)
+    if args.no_wait:
+        print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
+              f"`towline show {args.workflow_id}`", file=sys.stderr)
+        return 0
+    try:
+        answer: Any = await update.result()
+    except WorkflowUpdateFailedError as e:
+        raise _refused("send", handle.id, e) from None
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    elif isinstance(answer, str):
+        print(answer)
+    else:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    return 0
+
+
+async def cancel_command(args: Any) -> int:
+    """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
+    client = await connect_client(resolve_target(args.address, args.namespace))
+    handle, desc = await _live(client, args.workflow_id, "cancel")
+    try:
+        await handle.signal("cancel")
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"run {handle.id!r} has ended; nothing can cancel it") from None
+        raise CliError(f"cancel failed: {one_line(e)}") from None
+    print(f"cancel requested for run {args.workflow_id}: it ends with reason Cancelled at its "
+          "next step (at once if it is waiting)")
+    if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
+        print(f"note: no worker is polling task queue {desc.task_queue!r}; the run ends when one "
+              f"does ({await _start_hint(client, desc)})", file=sys.stderr)
+    return 0
+
+
+def _wait(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", type=float, default=ACCEPT_WAIT, metavar="SECONDS",
+                   help=f"how long to wait for a worker to accept it (default: {ACCEPT_WAIT:g})")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
-    """`towline approve` and `towline reject`."""
-    for name, verb in (("approve", "approve"), ("reject", "reject")):
-        p = sub.add_parser(name, help=f"{verb} a tool call waiting for approval",
+    """`towline approve`, `reject`, `send` and `cancel`."""
+    for name in ("approve", "reject"):
+        p = sub.add_parser(name, help=f"{name} a tool call waiting for approval",
                            description=f"Execute the `{name}` update of a run whose tool call "
-                           "waits for approval (see `towline show` for the call id).")
+                           "waits for approval (`towline pending` lists them with their call ids).")
         p.add_argument("workflow_id", metavar="WORKFLOW_ID")
         p.add_argument("call_id", metavar="CALL_ID")
         p.add_argument("--reason", help="recorded with the decision (told to the model on reject)")
-        p.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                       help="how long to wait for a worker to apply it (default: 30)")
+        _wait(p)
         add_connection(p)
         p.set_defaults(handler=decision_command)
+
+    p = sub.add_parser("send", help="send the next user message to a session and print the answer",
+                       description="Execute the `send` update of a session (a run started with "
+                       "`towline run --session`, or `session=True`): the message is the next user "
+                       "turn, and the run's answer to it is printed.")
+    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
+    p.add_argument("message", metavar="MESSAGE")
+    p.add_argument("--no-wait", action="store_true",
+                   help="return once the run accepted the message, without waiting for the answer")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    _wait(p)
+    add_connection(p)
+    p.set_defaults(handler=send_command)
+
+    p = sub.add_parser("cancel", help="cancel a run (the `cancel` signal)",
+                       description="Send the `cancel` signal: the run ends with reason Cancelled "
+                       "at its next step, at once if it waits (for an approval or a session's "
+                       "next message), with its partial run. To end a run without running any "
+                       "more of its code, use Temporal's CLI: temporal workflow terminate.")
+    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
+    add_connection(p)
+    p.set_defaults(handler=cancel_command)

@@ -1,0 +1,253 @@
+"""Reading many runs for the CLI: the visibility store's list, stuck runs, pending approvals.
+
+A run's row comes from Temporal's visibility store: the search attributes the
+workflow upserts at each confirmed transition (`TowlineAgent`, `TowlineStatus`,
+`TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`, and `TowlineCostMicros`
+when the spend is known) and Temporal's own fields (status, start and close time).
+The store is eventually consistent: a change shows there a moment after it happens.
+Stuck runs need `describe` of each live run; pending approvals need its `state` query.
+Nothing here prints (`towline.cli.render` formats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowExecution
+from temporalio.service import RPCError, RPCStatusCode
+
+from towline.cli.common import EXIT_USAGE, CliError, one_line
+from towline.cli.runstate import (
+    PendingApproval,
+    TaskFailure,
+    attributes,
+    cost_micros,
+    describe_run,
+    memo_counters,
+    oldest_first,
+    pending_from_state,
+    query_state,
+    status_name,
+    task_failure,
+    workers_polling,
+)
+
+__all__ = [
+    "STATUSES",
+    "SCAN_LIMIT",
+    "quoted",
+    "runs_query",
+    "RunRow",
+    "list_runs",
+    "StuckRun",
+    "stuck_runs",
+    "PendingScan",
+    "pending_approvals",
+]
+
+STATUSES = ("running", "waiting", "succeeded", "failed", "terminated", "cancelled", "timed-out")
+"""What `--status` accepts; a run's status as `towline runs` shows it."""
+SCAN_LIMIT = 1000
+"""At most this many live runs are described (stuck) or queried (pending) per command."""
+_CONCURRENCY = 16
+
+_STATUS_QUERIES = {
+    "running": 'ExecutionStatus = "Running" AND (TowlineStatus IS NULL OR TowlineStatus != "waiting")',
+    "waiting": 'ExecutionStatus = "Running" AND TowlineStatus = "waiting"',
+    "succeeded": 'ExecutionStatus = "Completed"',
+    "failed": 'ExecutionStatus = "Failed"',
+    "terminated": 'ExecutionStatus = "Terminated"',
+    "cancelled": 'ExecutionStatus = "Canceled"',
+    "timed-out": 'ExecutionStatus = "TimedOut"',
+}
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def quoted(value: str) -> str:
+    """`value` as a string literal of Temporal's list filter."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def runs_query(
+    *, agent: str | None = None, status: str | None = None, query: str | None = None,
+    live: bool = False,
+) -> str:
+    """The list filter of towline's runs (the latest execution of each), narrowed as asked."""
+    parts = ['WorkflowType = "AgentRun"', 'ExecutionStatus != "ContinuedAsNew"']
+    if live:
+        parts.append('ExecutionStatus = "Running"')
+    if agent:
+        parts.append(f"TowlineAgent = {quoted(agent)}")
+    if status:
+        parts.append(f"({_STATUS_QUERIES[status]})")
+    if query and query.strip():
+        parts.append(f"({query})")
+    return " AND ".join(parts)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run as the visibility store lists it."""
+
+    workflow_id: str
+    run_id: str
+    agent: str | None
+    status: str
+    run_step: int | None
+    tool_calls: int | None
+    total_tokens: int | None
+    cost_micros: int | None
+    started: datetime | None
+    closed: datetime | None
+    task_queue: str
+
+    @classmethod
+    def of(cls, execution: WorkflowExecution) -> RunRow:
+        """The row of a listed (or described) execution."""
+        found = attributes(execution.typed_search_attributes)
+        counters = memo_counters(execution)  # where the namespace lacks the attributes
+
+        def figure(name: str, fallback: int | None) -> int | None:
+            value = found.get(name)
+            return value if isinstance(value, int) else fallback
+
+        return cls(
+            workflow_id=execution.id, run_id=execution.run_id, agent=found.get("TowlineAgent"),
+            status=status_name(execution.status, found.get("TowlineStatus")),
+            run_step=figure("TowlineRunStep", counters and counters.run_step),
+            tool_calls=figure("TowlineToolCalls", counters and counters.tool_calls),
+            total_tokens=figure("TowlineTotalTokens", counters and counters.total_tokens),
+            cost_micros=cost_micros(found, counters),
+            started=execution.start_time, closed=execution.close_time,
+            task_queue=execution.task_queue,
+        )
+
+    @property
+    def live(self) -> bool:
+        """Whether the run has not closed."""
+        return self.closed is None
+
+    def duration(self, now: datetime) -> timedelta | None:
+        """How long it ran (or has been running by `now`)."""
+        if self.started is None:
+            return None
+        return (self.closed or now) - self.started
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The JSON form of `towline runs --json`."""
+        took = self.duration(now)
+        return {
+            "workflow_id": self.workflow_id, "run_id": self.run_id, "agent": self.agent,
+            "status": self.status, "run_step": self.run_step, "tool_calls": self.tool_calls,
+            "total_tokens": self.total_tokens, "cost_micros": self.cost_micros,
+            "started": self.started.isoformat() if self.started else None,
+            "closed": self.closed.isoformat() if self.closed else None,
+            "duration_seconds": round(took.total_seconds(), 3) if took is not None else None,
+            "task_queue": self.task_queue,
+        }
+
+
+async def _executions(client: Client, query: str, limit: int) -> list[WorkflowExecution]:
+    try:
+        return [e async for e in client.list_workflows(query, limit=limit)]
+    except RPCError as e:
+        if e.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise CliError(f"invalid --query: {one_line(e.message)}", EXIT_USAGE) from None
+        raise CliError(f"cannot list runs: {one_line(e)}") from None
+
+
+async def list_runs(client: Client, query: str, limit: int) -> list[RunRow]:
+    """Up to `limit` runs matching `query`, in the visibility store's order.
+
+    That order is Temporal's own (the UI's): live runs first, newest first, then closed
+    runs, most recently closed first.
+    """
+    return [RunRow.of(e) for e in await _executions(client, query, limit)]
+
+
+async def _each(items: Sequence[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:
+    """`fn` of every item, a bounded number at a time, in order."""
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+@dataclass(frozen=True)
+class StuckRun:
+    """A live run whose workflow task keeps failing."""
+
+    row: RunRow
+    failure: TaskFailure
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The JSON form of `towline runs --stuck --json`."""
+        return {**self.row.to_json(now), **self.failure.to_json()}
+
+
+async def stuck_runs(client: Client, query: str, limit: int) -> list[StuckRun]:
+    """Live runs matching `query` whose pending workflow task is past its first attempt.
+
+    Nothing towline does should produce one (deterministic errors fail the run, not
+    its task), but user code can: a hook that blocks past the deadlock detector, or a
+    deploy whose workflow code no longer matches the histories it replays.
+    """
+    live = await _executions(client, query, SCAN_LIMIT)
+
+    async def check(execution: WorkflowExecution) -> StuckRun | None:
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        try:
+            desc = await describe_run(handle)
+            failure = await task_failure(client, desc)
+        except (CliError, RPCError):
+            return None  # closed or gone since it was listed
+        return StuckRun(RunRow.of(desc), failure) if failure is not None else None
+
+    found = [s for s in await _each(live, check) if s is not None]
+    return found[:limit]
+
+
+@dataclass
+class PendingScan:
+    """Pending approvals across runs, and the waiting runs that did not answer."""
+
+    calls: list[PendingApproval] = field(default_factory=list[PendingApproval])
+    unanswered: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    """(workflow id, why) of waiting runs whose `state` query got no answer."""
+
+
+async def pending_approvals(client: Client, query: str, limit: int) -> PendingScan:
+    """Tool calls waiting for approval in the runs `query` lists (waiting ones), oldest first."""
+    waiting = await _executions(client, query, SCAN_LIMIT)
+    now = datetime.now(UTC)
+    queues = sorted({e.task_queue for e in waiting})
+    polled = dict(zip(queues, await _each(queues, lambda q: workers_polling(client, q, now)),
+                      strict=True))
+
+    async def read(execution: WorkflowExecution) -> list[PendingApproval] | tuple[str, str]:
+        if polled[execution.task_queue] is False:  # a query would only time out
+            return (execution.id, f"no worker is polling task queue {execution.task_queue!r}")
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        state = await query_state(handle)
+        if isinstance(state, str):
+            return (execution.id, state)
+        return pending_from_state(execution.id, state)
+
+    scan = PendingScan()
+    for got in await _each(waiting, read):
+        if isinstance(got, tuple):
+            scan.unanswered.append(got)
+        else:
+            scan.calls.extend(got)
+    scan.calls.sort(key=oldest_first)
+    del scan.calls[limit:]
+    return scan

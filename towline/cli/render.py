@@ -1,0 +1,149 @@
+"""Rendering for the `towline` command: tables, times, money, calls and conversations.
+
+Pure formatting of values the reading modules (`towline.cli.listing`,
+`towline.cli.runstate`) gathered; nothing here talks to a server, so what a
+command prints can change without touching how run state is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from towline.messages import Message, ModelRequest, Usage
+from towline.results import Counters
+
+__all__ = [
+    "short",
+    "arguments",
+    "format_call",
+    "conversation_lines",
+    "counters_lines",
+    "table",
+    "when",
+    "duration",
+    "money",
+    "iso",
+    "print_json",
+]
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """A one-line rendering of a value (JSON for non-strings), cut at `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def arguments(args: dict[str, Any], limit: int = 120) -> str:
+    """`a=1, b=2`, cut at `limit` characters."""
+    inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items())
+    return short(inner, limit)
+
+
+def format_call(tool_name: str, args: dict[str, Any], limit: int = 120) -> str:
+    """`add(a=1, b=2)`."""
+    return f"{tool_name}({arguments(args, limit)})"
+
+
+def conversation_lines(messages: list[Message], *, full: bool = True) -> list[str]:
+    """The conversation as aligned lines: who said what, tool calls and their returns."""
+    limit = 10_000 if full else 120
+    lines: list[str] = []
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if p.part_kind == "system":
+                    lines.append(f"  system     {short(p.content, limit)}")
+                elif p.part_kind == "user":
+                    lines.append(f"  user       {short(p.content, limit)}")
+                elif p.part_kind == "tool_return":
+                    lines.append(f"  tool       {p.tool_name} [{p.tool_call_id}] {p.status}: "
+                                 f"{short(p.content, limit)}")
+                else:
+                    lines.append(f"  retry      {short(p.content, limit)}")
+        else:
+            for p in m.parts:
+                if p.part_kind == "text":
+                    lines.append(f"  model      {short(p.content, limit)}")
+                else:
+                    lines.append(f"  model      calls {format_call(p.tool_name, p.args, limit)} "
+                                 f"[{p.tool_call_id}]")
+    return lines
+
+
+def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
+    """The ledger (names as in `towline.v1.RunCounters`) and the usage."""
+    retries = ", ".join(f"{k}={v}" for k, v in sorted(counters.tool_retries.items())) or "none"
+    lines = [
+        "Counters (towline.counters):",
+        f"  run_step             {counters.run_step}   (max_steps {counters.max_steps})",
+        f"  tool_calls           {counters.tool_calls}",
+        f"  requests             {counters.requests}",
+        (f"  output_retries_used  {counters.output_retries_used}   "
+         f"(output_retries {counters.output_retries})"),
+        f"  tool_retries         {retries}",
+        (f"  tokens               {counters.input_tokens} in, "
+         f"{counters.output_tokens} out, {counters.total_tokens} total"),
+    ]
+    if usage is not None:
+        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens, "
+                     f"{usage.output_tokens} output tokens")
+    return lines
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart; the last column is not padded."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c.ljust(w) for c, w in zip(cells[:-1], widths[:-1], strict=True)]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp in local time, to the second; `-` when absent."""
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def iso(value: datetime | None) -> str | None:
+    """A timestamp as ISO 8601 (UTC offset included), for JSON output."""
+    return value.isoformat() if value else None
+
+
+def duration(value: timedelta | None) -> str:
+    """`<1s`, `42s`, `3m05s`, `2h07m`, `3d04h`; `-` when unknown."""
+    if value is None:
+        return "-"
+    seconds = int(value.total_seconds())
+    if seconds < 1:
+        return "<1s"
+    minutes, s = divmod(seconds, 60)
+    hours, m = divmod(minutes, 60)
+    days, h = divmod(hours, 24)
+    if days:
+        return f"{days}d{h:02d}h"
+    if hours:
+        return f"{hours}h{m:02d}m"
+    if minutes:
+        return f"{minutes}m{s:02d}s"
+    return f"{s}s"
+
+
+def money(micros: int | None) -> str:
+    """Millionths of a US dollar as dollars, exactly (`$0.001234`, `$1.50`); `-` when unknown."""
+    if micros is None:
+        return "-"
+    sign = "-" if micros < 0 else ""
+    dollars, rest = divmod(abs(micros), 1_000_000)
+    cents = f"{rest:06d}".rstrip("0").ljust(2, "0")
+    return f"{sign}${dollars}.{cents}"
+
+
+def print_json(value: Any) -> None:
+    """Print `value` as indented JSON (non-ASCII kept, unknown types as strings)."""
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))

@@ -1,0 +1,148 @@
+"""`towline runs` and `towline pending`: what is running, waiting, failed or stuck, across runs.
+
+    towline runs --status waiting --agent careful-calculator
+    towline runs --stuck
+    towline pending
+
+The rows come from the visibility store (`towline.cli.listing`), which lags a live
+run by a moment; the tables are rendered here (`towline.cli.render`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from towline.cli.common import add_connection, connect_client, positive, resolve_target
+from towline.cli.listing import (
+    STATUSES,
+    PendingScan,
+    RunRow,
+    StuckRun,
+    list_runs,
+    pending_approvals,
+    runs_query,
+    stuck_runs,
+)
+from towline.cli.render import arguments, duration, money, print_json, short, table, when
+
+__all__ = ["runs_lines", "stuck_lines", "pending_lines", "runs_command", "pending_command", "register"]
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def runs_lines(rows: list[RunRow], now: datetime) -> list[str]:
+    """The `towline runs` table."""
+    headers = ("WORKFLOW ID", "AGENT", "STATUS", "STEP", "TOOL CALLS", "TOKENS", "COST",
+               "STARTED", "DURATION")
+    return table(headers, [
+        (r.workflow_id, r.agent or "-", r.status, _num(r.run_step), _num(r.tool_calls),
+         _num(r.total_tokens), money(r.cost_micros), when(r.started), duration(r.duration(now)))
+        for r in rows
+    ])
+
+
+def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
+    """The `towline runs --stuck` table, then each run's failure in full."""
+    headers = ("WORKFLOW ID", "AGENT", "STATUS", "ATTEMPT", "FAILING FOR", "LAST FAILURE")
+    lines = table(headers, [
+        (s.row.workflow_id, s.row.agent or "-", s.row.status, str(s.failure.attempt),
+         duration(now - s.failure.since) if s.failure.since else "-",
+         short(f"{s.failure.cause}: {s.failure.message}", 70))
+        for s in stuck
+    ])
+    lines.append("")
+    lines.append("A workflow task that keeps failing is a bug in workflow code (a hook that blocks "
+                 "or does I/O, a deploy that changed what old runs replay); fix and redeploy the "
+                 "worker and the run goes on, or end it: "
+                 "temporal workflow terminate --workflow-id ID --reason ...")
+    return lines
+
+
+def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
+    """The `towline pending` table (longest-waiting first)."""
+    return table(("WORKFLOW ID", "CALL ID", "TOOL", "ARGUMENTS", "WAITING"), [
+        (p.workflow_id, p.call_id, p.tool_name, arguments(p.args, 60),
+         duration(p.waited(now)))
+        for p in scan.calls
+    ])
+
+
+async def runs_command(args: Any) -> int:
+    """`towline runs`."""
+    target = resolve_target(args.address, args.namespace)
+    client = await connect_client(target)
+    now = datetime.now(UTC)
+    if args.stuck:
+        query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True)
+        stuck = await stuck_runs(client, query, args.limit)
+        if args.json:
+            print_json([s.to_json(now) for s in stuck])
+        elif not stuck:
+            print("No stuck runs: no live run's workflow task is failing.")
+        else:
+            print("\n".join(stuck_lines(stuck, now)))
+        return 0
+    rows = await list_runs(client, runs_query(agent=args.agent, status=args.status,
+                                              query=args.query), args.limit)
+    if args.json:
+        print_json([r.to_json(now) for r in rows])
+    elif not rows:
+        print("No runs match.")
+    else:
+        print("\n".join(runs_lines(rows, now)))
+    return 0
+
+
+async def pending_command(args: Any) -> int:
+    """`towline pending`."""
+    target = resolve_target(args.address, args.namespace)
+    client = await connect_client(target)
+    now = datetime.now(UTC)
+    query = runs_query(agent=args.agent, status="waiting", query=args.query)
+    scan = await pending_approvals(client, query, args.limit)
+    for workflow_id, why in scan.unanswered:
+        print(f"note: no answer from run {workflow_id!r}: {why}", file=sys.stderr)
+    if args.json:
+        print_json([p.to_json(now) for p in scan.calls])
+    elif not scan.calls:
+        print("No tool calls are waiting for approval.")
+    else:
+        print("\n".join(pending_lines(scan, now)))
+        print("\nDecide with: towline approve WORKFLOW_ID CALL_ID  (or towline reject ...)")
+    return 0
+
+
+def _filters(p: argparse.ArgumentParser, limit: int) -> None:
+    p.add_argument("--agent", metavar="NAME", help="only runs of this agent (TowlineAgent)")
+    p.add_argument("--query", metavar="Q",
+                   help="also a Temporal list filter, e.g. 'StartTime > \"2025-01-01T00:00:00Z\"'")
+    p.add_argument("--limit", type=positive, default=limit, metavar="N",
+                   help=f"at most N rows (default: {limit})")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_connection(p)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline runs` and `towline pending`."""
+    p = sub.add_parser(
+        "runs", help="list runs: status, step, tool calls, tokens, cost, duration",
+        description="List runs from Temporal's visibility store, live ones first, newest first "
+        "(the store lags a live run by a moment). --stuck lists live runs whose workflow task "
+        "keeps failing, with the failure.")
+    p.add_argument("--status", choices=STATUSES, help="only runs with this status")
+    p.add_argument("--stuck", action="store_true",
+                   help="only live runs whose workflow task keeps failing (describes each live run)")
+    _filters(p, 50)
+    p.set_defaults(handler=runs_command)
+
+    p = sub.add_parser(
+        "pending", help="list tool calls waiting for approval, across runs",
+        description="List the tool calls waiting for `towline approve`/`reject` in every waiting "
+        "run (asks each run's worker through the `state` query), longest-waiting first.")
+    _filters(p, 100)
+    p.set_defaults(handler=pending_command)

@@ -1,0 +1,385 @@
+"""Reading one run's state for the CLI: what `show`, `pending` and the steering commands need.
+
+Everything here reads; nothing prints (`towline.cli.render` formats). A live run
+answers the `state` and `messages` queries (a worker must be polling); a closed run
+is read from its result or, when it failed, from the partial run in its failure;
+the visibility record and the ledger memo `towline.counters` fill in what no
+worker can answer. Whether a workflow *task* keeps failing comes from `describe`
+(the pending workflow task's attempt) and the failure recorded in the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
+from temporalio.api.enums.v1 import EventType, TaskQueueType, WorkflowTaskFailedCause
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from towline.cli.common import CliError, one_line
+from towline.client import run_error
+from towline.ledger import MEMO_KEY, decode_counters
+from towline.messages import MESSAGES, Message, Usage
+from towline.results import Counters, RunResult
+
+__all__ = [
+    "COST_ATTRIBUTE",
+    "QUERY_TIMEOUT",
+    "POLLER_FRESH",
+    "attributes",
+    "status_name",
+    "PendingApproval",
+    "pending_from_state",
+    "oldest_first",
+    "TaskFailure",
+    "task_failure",
+    "query_state",
+    "describe_run",
+    "memo_counters",
+    "cost_micros",
+    "agent_name",
+    "workers_polling",
+    "RunDetails",
+    "read_run",
+]
+
+COST_ATTRIBUTE = "TowlineCostMicros"
+"""Search attribute with a run's spend in millionths of a US dollar (absent when unknown)."""
+QUERY_TIMEOUT = timedelta(seconds=5)
+"""How long a query may wait for a worker to answer."""
+POLLER_FRESH = timedelta(seconds=90)
+"""A worker re-polls its task queue at least every ~70 s (the long-poll timeout); a poller
+last seen longer ago than this has gone (the server keeps listing it for 5 minutes)."""
+
+
+def attributes(typed: TypedSearchAttributes) -> dict[str, Any]:
+    """Search attribute values by name (registered or not, so newer keys read as they come)."""
+    pairs: Sequence[SearchAttributePair[Any]] = typed.search_attributes  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return {pair.key.name: pair.value for pair in pairs}
+
+
+def status_name(status: WorkflowExecutionStatus | None, towline_status: str | None) -> str:
+    """A run's status as towline names it: running/waiting while live, else how it closed."""
+    if status is None or status == WorkflowExecutionStatus.RUNNING:
+        return "waiting" if towline_status == "waiting" else "running"
+    return {
+        WorkflowExecutionStatus.COMPLETED: "succeeded",
+        WorkflowExecutionStatus.FAILED: "failed",
+        WorkflowExecutionStatus.TERMINATED: "terminated",
+        WorkflowExecutionStatus.CANCELED: "cancelled",
+        WorkflowExecutionStatus.TIMED_OUT: "timed-out",
+        WorkflowExecutionStatus.CONTINUED_AS_NEW: "continued",
+    }.get(status, status.name.lower())
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A tool call waiting for `towline approve` / `towline reject`."""
+
+    workflow_id: str
+    call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    run_step: int | None
+    requested_at: datetime | None
+    """Workflow time at which the run asked (absent in runs recorded before it was kept)."""
+
+    def waited(self, now: datetime) -> timedelta | None:
+        """How long the call has waited by `now`."""
+        return None if self.requested_at is None else max(now - self.requested_at, timedelta())
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The JSON form of `--json` output."""
+        waited = self.waited(now)
+        return {
+            "workflow_id": self.workflow_id, "call_id": self.call_id, "tool_name": self.tool_name,
+            "args": self.args, "run_step": self.run_step,
+            "requested_at": self.requested_at.isoformat() if self.requested_at else None,
+            "waited_seconds": round(waited.total_seconds(), 3) if waited is not None else None,
+        }
+
+
+def _instant(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def pending_from_state(workflow_id: str, state: dict[str, Any]) -> list[PendingApproval]:
+    """The pending approvals of a `state` query answer, oldest request first."""
+    pending: dict[str, dict[str, Any]] = state.get("pending_approvals") or {}
+    found = [
+        PendingApproval(
+            workflow_id=workflow_id, call_id=call_id, tool_name=str(info.get("tool_name")),
+            args=dict(info.get("args") or {}), run_step=info.get("run_step"),
+            requested_at=_instant(info.get("requested_at")),
+        )
+        for call_id, info in pending.items()
+    ]
+    return sorted(found, key=oldest_first)
+
+
+def oldest_first(p: PendingApproval) -> tuple[bool, float]:
+    """Sort key: the longest-waiting call first, calls of unknown age last."""
+    return (p.requested_at is None, p.requested_at.timestamp() if p.requested_at else 0.0)
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A workflow task that keeps failing: the run cannot make progress (it is stuck)."""
+
+    attempt: int
+    """The attempt the pending workflow task is at (> 1)."""
+    since: datetime | None
+    """When the first failing attempt was scheduled."""
+    message: str
+    """The failure the history recorded (later attempts' failures are not recorded)."""
+    cause: str
+    """Temporal's cause, e.g. `WORKFLOW_WORKER_UNHANDLED_FAILURE`, `NON_DETERMINISTIC_ERROR`."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form of `--json` output."""
+        return {"attempt": self.attempt, "since": self.since.isoformat() if self.since else None,
+                "failure": self.message, "cause": self.cause}
+
+
+async def _last_task_failure(client: Client, workflow_id: str, run_id: str | None) -> tuple[str, str]:
+    """The last `WorkflowTaskFailed` event's message and cause, read from the history's end."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=ExecutionRef(workflow_id=workflow_id, run_id=run_id or ""),
+        maximum_page_size=100,
+    )
+    for _ in range(10):  # the failure is near the end; don't page through a huge history
+        response = await client.workflow_service.get_workflow_execution_history_reverse(request)
+        for event in response.history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                attrs = event.workflow_task_failed_event_attributes
+                cause = WorkflowTaskFailedCause.Name(attrs.cause)
+                return attrs.failure.message, cause.removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+        if not response.next_page_token:
+            break
+        request.next_page_token = response.next_page_token
+    return "(no failure recorded in the history)", "UNSPECIFIED"
+
+
+async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> TaskFailure | None:
+    """The failing workflow task of a live run, or None if its task is not failing."""
+    pending = desc.raw_description.pending_workflow_task
+    if desc.status != WorkflowExecutionStatus.RUNNING or pending.attempt <= 1:
+        return None
+    message, cause = await _last_task_failure(client, desc.id, desc.run_id)
+    since = pending.original_scheduled_time.ToDatetime(UTC) if pending.HasField(
+        "original_scheduled_time") else None
+    return TaskFailure(attempt=pending.attempt, since=since, message=message, cause=cause)
+
+
+async def query_state(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | str:
+    """The run's `state` query answer, or why there is none (no worker, a failing replay)."""
+    try:
+        state: dict[str, Any] = await asyncio.wait_for(
+            handle.query("state", rpc_timeout=QUERY_TIMEOUT), QUERY_TIMEOUT.total_seconds() + 2
+        )
+    except (RPCError, WorkflowQueryFailedError, TimeoutError) as e:
+        return f"the state query got no answer ({one_line(e, 200) or 'no worker answered'})"
+    return state
+
+
+async def describe_run(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription:
+    """`describe` of an `AgentRun`; `CliError` if there is none by that id."""
+    try:
+        desc = await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no workflow {handle.id!r} in this namespace") from None
+        raise CliError(f"cannot describe workflow {handle.id!r}: {one_line(e)}") from None
+    if desc.workflow_type != "AgentRun":
+        raise CliError(f"workflow {handle.id!r} is a {desc.workflow_type}, not an AgentRun")
+    return desc
+
+
+async def agent_name(client: Client, desc: WorkflowExecutionDescription) -> str | None:
+    """The run's agent: its search attribute, or the input (a run no worker has started yet)."""
+    name = attributes(desc.typed_search_attributes).get("TowlineAgent")
+    if isinstance(name, str):
+        return name
+    request = GetWorkflowExecutionHistoryRequest(
+        namespace=client.namespace,
+        execution=ExecutionRef(workflow_id=desc.id, run_id=desc.run_id), maximum_page_size=1,
+    )
+    try:
+        events = (await client.workflow_service.get_workflow_execution_history(request)).history.events
+        payloads = events[0].workflow_execution_started_event_attributes.input.payloads
+        values = await client.data_converter.decode(payloads)
+        first: Any = values[0] if values else None
+        fields: dict[str, Any] = first if isinstance(first, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        agent = fields.get("agent")
+    except Exception:  # noqa: BLE001 - only a hint: an input we cannot read names no agent
+        return None
+    return agent if isinstance(agent, str) else None
+
+
+async def workers_polling(client: Client, task_queue: str, now: datetime) -> bool | None:
+    """Whether some worker polls `task_queue` now (None when the server cannot tell us)."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    try:
+        response = await client.workflow_service.describe_task_queue(request)
+    except RPCError:
+        return None
+    return any(
+        now - p.last_access_time.ToDatetime(UTC) < POLLER_FRESH for p in response.pollers
+    )
+
+
+def memo_counters(execution: WorkflowExecution) -> Counters | None:
+    """The ledger memo `towline.counters` of a listed or described run, if readable."""
+    fields = execution.raw_info.memo.fields
+    if MEMO_KEY not in fields:
+        return None
+    try:
+        return decode_counters(fields[MEMO_KEY])
+    except Exception:  # noqa: BLE001 - an unreadable memo is shown as absent, not as a crash
+        return None
+
+
+def cost_micros(found: dict[str, Any], counters: Counters | None) -> int | None:
+    """Spend in millionths of a US dollar: the search attribute, else the ledger's field.
+
+    The ledger carries it where the namespace could not register the attribute (a dev
+    server's SQLite visibility has room for three Int attributes only).
+    """
+    value = found.get(COST_ATTRIBUTE)
+    if value is None and counters is not None:
+        value = getattr(counters, "cost_micros", None)
+    return value if isinstance(value, int) else None
+
+
+@dataclass
+class RunDetails:
+    """Everything `towline show` knows about a run, gathered from wherever it is available."""
+
+    workflow_id: str
+    run_id: str
+    execution_status: str
+    """Temporal's status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
+    status: str
+    """towline's: running, waiting, succeeded, failed, terminated, ..."""
+    agent: str | None
+    task_queue: str
+    started: datetime | None
+    closed: datetime | None
+    cost_micros: int | None = None
+    counters: Counters | None = None
+    usage: Usage | None = None
+    messages: list[Message] | None = None
+    pending: list[PendingApproval] = field(default_factory=list[PendingApproval])
+    failure: tuple[str, str] | None = None
+    """(reason, message) of a failed run."""
+    output: Any = None
+    has_output: bool = False
+    stuck: TaskFailure | None = None
+    notes: list[str] = field(default_factory=list[str])
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The JSON form of `towline show --json`."""
+        return {
+            "workflow_id": self.workflow_id, "run_id": self.run_id,
+            "execution_status": self.execution_status, "status": self.status,
+            "agent": self.agent, "task_queue": self.task_queue,
+            "started": self.started.isoformat() if self.started else None,
+            "closed": self.closed.isoformat() if self.closed else None,
+            "cost_micros": self.cost_micros,
+            "counters": self.counters.model_dump(mode="json") if self.counters else None,
+            "usage": self.usage.model_dump(mode="json") if self.usage else None,
+            "pending_approvals": [p.to_json(now) for p in self.pending],
+            "failure": ({"reason": self.failure[0], "message": self.failure[1]}
+                        if self.failure else None),
+            "output": self.output,
+            "stuck": self.stuck.to_json() if self.stuck else None,
+            "messages": (MESSAGES.dump_python(self.messages, mode="json")
+                         if self.messages is not None else None),
+            "notes": self.notes,
+        }
+
+
+async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -> None:
+    state = await query_state(handle)
+    try:
+        if isinstance(state, str):
+            raise WorkflowQueryFailedError(state)
+        raw: Any = await handle.query("messages", rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError):
+        details.notes.append("(no worker answered the queries; counters are from the ledger memo)")
+        return
+    details.messages = MESSAGES.validate_python(raw)
+    if "counters" in state:
+        details.counters = Counters.model_validate(state["counters"])
+        details.usage = Usage.model_validate(state["usage"])
+    details.status = status_name(WorkflowExecutionStatus.RUNNING, state.get("status"))
+    details.pending = pending_from_state(handle.id, state)
+
+
+async def _read_completed(details: RunDetails, client: Client, desc: WorkflowExecutionDescription) -> None:
+    handle = client.get_workflow_handle(desc.id, run_id=desc.run_id, result_type=RunResult)
+    result = await handle.result()
+    details.counters, details.usage, details.messages = result.counters, result.usage, result.messages
+    details.output, details.has_output = result.output, True
+
+
+async def _read_failed(details: RunDetails, handle: WorkflowHandle[Any, Any]) -> None:
+    try:
+        await handle.result()
+    except WorkflowFailureError as e:
+        err = run_error(e)
+        details.failure = (err.reason, one_line(err.message))
+        if err.partial is not None:
+            p = err.partial
+            details.counters, details.usage, details.messages = p.counters, p.usage, p.messages
+
+
+async def read_run(client: Client, workflow_id: str) -> RunDetails:
+    """All `towline show` reports about the run `workflow_id` (its latest execution)."""
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    desc = await describe_run(handle)
+    found = attributes(desc.typed_search_attributes)
+    details = RunDetails(
+        workflow_id=desc.id, run_id=desc.run_id,
+        execution_status=desc.status.name if desc.status is not None else "UNKNOWN",
+        status=status_name(desc.status, found.get("TowlineStatus")),
+        agent=found.get("TowlineAgent"), task_queue=desc.task_queue,
+        started=desc.start_time, closed=desc.close_time,
+        counters=memo_counters(desc),
+    )
+    details.cost_micros = cost_micros(found, details.counters)
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        details.stuck = await task_failure(client, desc)
+        await _read_running(details, handle)
+    elif desc.status == WorkflowExecutionStatus.COMPLETED:
+        await _read_completed(details, client, desc)
+    elif desc.status == WorkflowExecutionStatus.FAILED:
+        await _read_failed(details, handle)
+    return details
