@@ -37,7 +37,9 @@ def _sample() -> RunCounters:
         requests=9,
         input_tokens=3_000_000_000,  # beyond int32: must survive as int64
         output_tokens=4567,
-        schema_version=1,
+        schema_version=2,
+        cost_micros=1234,
+        unpriced_requests=2,
     )
 
 
