@@ -69,6 +69,8 @@ def test_schema_matches_contract() -> None:
         "input_tokens": (8, int64),
         "output_tokens": (9, int64),
         "schema_version": (10, int32),
+        "cost_micros": (11, int64),
+        "unpriced_requests": (13, int64),
     }
     descriptor = RunCounters.DESCRIPTOR
     assert descriptor.full_name == "towline.v1.RunCounters"
