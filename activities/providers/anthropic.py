@@ -175,11 +175,14 @@ def build_request(
              "input_schema": t.parameters_json_schema or {"type": "object", "properties": {}}}
             for t in tools
         ]
+    # Sampling fields travel as extra body fields: newer SDKs no longer take them as
+    # arguments, while the API still reads them for the models that support them.
+    extra: dict[str, Any] = {}
     if settings.temperature is not None:
-        body["temperature"] = settings.temperature
+        extra["temperature"] = settings.temperature
     if settings.top_p is not None:
-        body["top_p"] = settings.top_p
-    return body, dict(settings.extra)
+        extra["top_p"] = settings.top_p
+    return body, {**extra, **settings.extra}
 
 
 # --- Messages API -> towline ----------------------------------------------------------------
