@@ -83,8 +83,8 @@ def _payloads(message: Any, out: list[str]) -> None:
             for item in value.values():
                 if hasattr(item, "ListFields"):
                     _payloads(item, out)
-        elif descriptor.label == descriptor.LABEL_REPEATED:
+        elif hasattr(value, "ListFields"):
+            _payloads(value, out)
+        else:  # a repeated message field
             for item in value:
                 _payloads(item, out)
-        else:
-            _payloads(value, out)
