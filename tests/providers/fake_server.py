@@ -135,7 +135,7 @@ class FakeProvider:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
@@ -159,7 +159,7 @@ class FakeProvider:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a killed worker)
                     pass
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
+            def log_message(self, format: str, *args: Any) -> None:
                 del format, args  # quiet: pytest shows the test's own output
 
         return Handler

@@ -33,7 +33,7 @@ from towline.cli.common import (
     workflow_url,
 )
 from towline.client import run_error
-from towline.ledger import MEMO_KEY, decode_counters
+from towline.ledger import MEMO_KEY, decode_counters, format_cost
 from towline.messages import MESSAGES, Message, ModelRequest, Usage
 from towline.results import Counters, RunResult
 
@@ -101,9 +101,11 @@ def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
         f"  tool_retries         {retries}",
         (f"  tokens               {counters.input_tokens} in, "
          f"{counters.output_tokens} out, {counters.total_tokens} total"),
+        f"  cost                 {format_cost(counters.cost_micros, counters.unpriced_requests)}",
     ]
     if usage is not None:
-        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens, "
+        cached = f" ({usage.cache_read_tokens} cached)" if usage.cache_read_tokens else ""
+        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens{cached}, "
                      f"{usage.output_tokens} output tokens")
     return lines
 
