@@ -29,7 +29,7 @@ def site() -> Iterator[str]:
     """A web page on 127.0.0.1 (a free port)."""
 
     class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:
             status = 200 if self.path == "/otters" else 404
             self.send_response(status)
             self.send_header("content-type", "text/html; charset=utf-8")
@@ -37,7 +37,7 @@ def site() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(PAGE)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             del format, args
 
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), Page)

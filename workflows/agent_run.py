@@ -24,6 +24,7 @@ from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
     Cancelled,
     InternalError,
+    InvalidRunInput,
     MaxStepsExceeded,
     PayloadTooLarge,
     RunFailure,

@@ -13,7 +13,19 @@ from temporalio.common import RetryPolicy
 
 from towline import tool
 
-__all__ = ["add", "QUICK", "model_attempts", "history_text", "KEY"]
+__all__ = ["add", "QUICK", "model_attempts", "history_text", "KEY", "towline_show"]
+
+
+async def towline_show(workflow_id: str, target: str, namespace: str) -> tuple[int, str, str]:
+    """`towline show WORKFLOW_ID` as a subprocess: (exit code, stdout, stderr)."""
+    import asyncio
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "towline.cli", "show", workflow_id, "--address", target,
+        "--namespace", namespace, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
 
 KEY = "sk-test-4f9c2e7a1b8d3c6e5f0a9b2c7d4e1f8a"
 """The API key the tests give the SDKs; it must never show up in a history or a log."""

@@ -5,8 +5,6 @@ and unknown (not zero) where no price is known."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from decimal import Decimal
 from uuid import uuid4
 
@@ -15,7 +13,7 @@ import pytest
 from fake_server import FakeProvider, Reply
 from google.protobuf.duration_pb2 import Duration
 from openai_replies import completion, tool_call
-from provider_helpers import KEY, QUICK, add
+from provider_helpers import KEY, QUICK, add, towline_show
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
@@ -109,10 +107,8 @@ async def test_an_unknown_price_is_unknown_not_zero(
     assert (result.usage.cost, result.usage.unpriced_requests, result.usage.known_cost) == (0.0, 2, None)
     assert (result.counters.cost_micros, result.counters.unpriced_requests) == (0, 2)
     assert result.counters.known_cost_micros is None
-    shown = subprocess.run(
-        [sys.executable, "-m", "towline.cli", "show", handle.id, "--address", target,
-         "--namespace", namespace], capture_output=True, text=True, timeout=60, check=True,
-    ).stdout
+    code, shown, _ = await towline_show(handle.id, target, namespace)
+    assert code == 0
     assert "cost                 at least $0.000000 (2 requests of unknown price)" in shown
 
 
@@ -124,10 +120,8 @@ async def test_towline_show_prints_the_cost(
     async with towline_worker(client, [agent]) as (tc, queue):
         handle = await start_run(tc, agent, "1 + 2?", task_queue=queue)
         result = await handle.result()
-    shown = subprocess.run(
-        [sys.executable, "-m", "towline.cli", "show", handle.id, "--address", target,
-         "--namespace", namespace], capture_output=True, text=True, timeout=60, check=True,
-    ).stdout
+    code, shown, _ = await towline_show(handle.id, target, namespace)
+    assert code == 0 and result.counters.cost_micros is not None
     assert f"cost                 ${result.counters.cost_micros / 1_000_000:.6f}" in shown
     assert "(1024 cached)" in shown
 

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from uuid import uuid4
 
@@ -30,7 +30,9 @@ pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture
-def spawn(provider: FakeProvider, target: str, namespace: str, tmp_path: Path) -> Iterator[object]:
+def spawn(
+    provider: FakeProvider, target: str, namespace: str, tmp_path: Path
+) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
     """Start worker processes (killed at the end) pointed at the fake provider."""
     made: list[subprocess.Popen[bytes]] = []
     log = tmp_path / "workers.log"
@@ -55,10 +57,10 @@ def spawn(provider: FakeProvider, target: str, namespace: str, tmp_path: Path) -
 
 
 async def test_a_killed_worker_is_noticed_by_the_heartbeat_timeout(
-    provider: FakeProvider, target: str, namespace: str, spawn: object
+    provider: FakeProvider, target: str, namespace: str,
+    spawn: Callable[[str], subprocess.Popen[bytes]],
 ) -> None:
-    start = spawn  # the fixture's starter
-    assert callable(start)
+    start = spawn
     provider.script(Reply(completion("too late"), delay=60),  # the first worker dies waiting
                     Reply(completion("answered by the second worker")))
     queue = f"prov-heartbeat-{uuid4().hex[:8]}"

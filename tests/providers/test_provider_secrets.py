@@ -4,13 +4,11 @@ a log line, an error message or `towline show` output."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 
 import pytest
 from fake_server import FakeProvider, Reply
 from openai_replies import completion, tool_call
-from provider_helpers import KEY, QUICK, add, history_text
+from provider_helpers import KEY, QUICK, add, history_text, towline_show
 from temporalio.client import Client
 
 from towline import Agent
@@ -58,9 +56,6 @@ async def test_the_key_and_endpoint_appear_nowhere(
     assert KEY not in caplog.text and endpoint not in caplog.text  # ...with the endpoint redacted
     # `towline show`
     for handle in (ok, failed):
-        shown = subprocess.run(
-            [sys.executable, "-m", "towline.cli", "show", handle.id, "--address", target,
-             "--namespace", namespace], capture_output=True, text=True, timeout=60,
-        )
-        assert KEY not in shown.stdout + shown.stderr and endpoint not in shown.stdout + shown.stderr
-        assert handle.id in shown.stdout
+        _, out, err = await towline_show(handle.id, target, namespace)
+        assert KEY not in out + err and endpoint not in out + err
+        assert handle.id in out
