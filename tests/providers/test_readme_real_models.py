@@ -1,4 +1,3 @@
-# ruff: noqa: E501 - the README commands are quoted whole, as the README shows them
 """The README's "Real models" commands, run exactly as written, with each provider's endpoint
 pointed at a local server speaking its wire format (the commands read the environment)."""
 
