@@ -1,7 +1,10 @@
 """The `towline.model_request` activity: one model call.
 
-Temporal owns retries: a model's HTTP 4xx other than 408/429 is non-retryable,
-and `Retry-After` is honoured through `next_retry_delay`. Messages may arrive
+Temporal owns retries (see `model_errors`): a model's HTTP 4xx other than
+408/409/429 is non-retryable, and `Retry-After` is honoured through
+`next_retry_delay`. The activity heartbeats while the model works. Models
+resolve from the worker's registry, then provider strings
+(`openai:gpt-4.1-mini`, see `providers`), then built-in names. Messages may arrive
 by reference (see `towline.request_refs`): they are resolved from
 this worker's cache or, on a miss, from the workflow through a query.
 """
@@ -10,19 +13,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
 from towline.messages import MESSAGES, Message, ModelResponse
-from towline.models import Model, ModelHTTPError, ModelInfo, resolve_model
+from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
 from .io import ModelActivityInput
+from .model_errors import UNKNOWN_MODEL, activity_error, heartbeating
+from .providers import is_provider_model, provider_model
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 
@@ -44,22 +48,24 @@ class ModelActivities:
         """Call the selected model once."""
         require_agent_run()
         try:
-            model = resolve_model(req.model, self._models)
+            model = self._models.get(req.model) or provider_model(req.model) or resolve_model(
+                req.model, self._models
+            )
         except ConfigurationError as e:
-            raise ApplicationError(str(e), type="UnknownModel", non_retryable=True) from e
+            raise ApplicationError(str(e), type=UNKNOWN_MODEL, non_retryable=True) from e
         info = ModelInfo(
             tools=req.tools, output_tools=req.output_tools, settings=req.settings,
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
         messages = await self._messages(req)
         try:
-            response = await model.request(messages, info)
-        except ModelHTTPError as e:
-            delay = timedelta(seconds=e.retry_after) if e.retry_after is not None else None
-            raise ApplicationError(
-                str(e), type=f"HTTP{e.status}", non_retryable=not e.retryable,
-                next_retry_delay=delay,
-            ) from e
+            response = await heartbeating(model.request(messages, info))
+        except Exception as e:
+            mapped = activity_error(e)
+            if mapped is e:
+                raise
+            raise mapped from None  # the cause may name an endpoint: it stays out of history
+        response = _priced(model, response)
         _check_size(response)
         return response
 
@@ -90,6 +96,20 @@ class ModelActivities:
         self._cache.move_to_end(ref)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
+
+
+def _priced(model: Model, response: ModelResponse) -> ModelResponse:
+    """Mark a response unpriced when a model of the user's own did not report its cost.
+
+    Offline models cost nothing and provider models price themselves; any other
+    model's spend is unknown unless it says otherwise — unknown, not zero.
+    """
+    usage = response.usage
+    if (isinstance(model, TestModel | FunctionModel) or is_provider_model(model)
+            or usage.requests == 0 or usage.cost or usage.unpriced_requests):
+        return response
+    return response.model_copy(update={"usage": usage.model_copy(
+        update={"unpriced_requests": usage.requests})})
 
 
 def _check_size(response: ModelResponse) -> None:

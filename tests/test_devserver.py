@@ -23,11 +23,12 @@ from towline.registration import (
     register_search_attributes,
     registered_search_attributes,
 )
-from towline.search_attributes import ALL_KEYS
+from towline.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
 
 TOWLINE_KEYS = frozenset(
     {"TowlineAgent", "TowlineRunStep", "TowlineToolCalls", "TowlineStatus", "TowlineTotalTokens"}
 )
+"""The keys the dev server (SQL visibility: three Int slots) holds; TowlineCostMicros does not fit."""
 
 
 @workflow.defn(sandboxed=False)
@@ -78,8 +79,9 @@ def test_free_port_is_bindable() -> None:
         sock.bind(("127.0.0.1", port))
 
 
-def test_all_keys_are_the_five_towline_attributes() -> None:
-    assert {key.name for key in ALL_KEYS} == TOWLINE_KEYS
+def test_all_keys_are_the_towline_attributes() -> None:
+    assert {key.name for key in ALL_KEYS} == TOWLINE_KEYS | {"TowlineCostMicros"}
+    assert {key.name for key in SQL_VISIBILITY_KEYS} == TOWLINE_KEYS
 
 
 async def test_session_server_has_towline_search_attributes(

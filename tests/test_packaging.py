@@ -22,6 +22,7 @@ def test_wheel_contains_the_towline_namespace_only(tmp_path: Path) -> None:
     # The role packages are real files in the wheel (the repo has them as symlinks).
     for module in ("workflows/agent_run.py", "activities/tool.py", "capabilities/base.py",
                    "capabilities/tool_approval.py", "proto/towline/v1/ledger_pb2.py",
-                   "proto/towline/v1/ledger.proto", "py.typed", "cli/__init__.py", "cli/runs.py"):
+                   "proto/towline/v1/ledger.proto", "py.typed", "cli/__init__.py", "cli/runs.py",
+                   "activities/providers/openai_chat.py"):
         assert f"towline/{module}" in names, module
     assert not any(n.startswith(("tests/", "examples/", "bench/", "scripts/")) for n in names)

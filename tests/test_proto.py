@@ -37,7 +37,9 @@ def _sample() -> RunCounters:
         requests=9,
         input_tokens=3_000_000_000,  # beyond int32: must survive as int64
         output_tokens=4567,
-        schema_version=1,
+        schema_version=2,
+        cost_micros=1234,
+        unpriced_requests=2,
     )
 
 
@@ -67,6 +69,8 @@ def test_schema_matches_contract() -> None:
         "input_tokens": (8, int64),
         "output_tokens": (9, int64),
         "schema_version": (10, int32),
+        "cost_micros": (11, int64),
+        "unpriced_requests": (13, int64),
     }
     descriptor = RunCounters.DESCRIPTOR
     assert descriptor.full_name == "towline.v1.RunCounters"

@@ -53,8 +53,12 @@ class Agent:
     """Default model settings."""
     output_type: Any = str
     """`str` for a text answer, or a type (e.g. a pydantic model) to validate output against."""
-    model_timeout: timedelta = timedelta(minutes=2)
-    """Start-to-close timeout of one model activity attempt."""
+    model_timeout: timedelta = timedelta(minutes=10)
+    """Start-to-close timeout of one model activity attempt (long answers of large
+    models take minutes; a lost worker is noticed by the heartbeat timeout instead)."""
+    model_heartbeat_timeout: timedelta | None = timedelta(seconds=20)
+    """The model activity heartbeats while it waits for the provider: if a worker dies
+    mid-request, Temporal retries the request elsewhere after this long."""
     model_retry_policy: RetryPolicy = field(
         default_factory=lambda: RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
     )

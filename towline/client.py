@@ -55,7 +55,11 @@ async def connect(
 
 
 def with_towline(
-    client: Client, agents: Sequence[Agent] = (), models: Mapping[str, Model] | None = None
+    client: Client,
+    agents: Sequence[Agent] = (),
+    models: Mapping[str, Model] | None = None,
+    *,
+    allowed_models: Sequence[str] = (),
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
@@ -64,7 +68,8 @@ def with_towline(
     """
     config = client.config()
     others = [p for p in config.get("plugins", []) if not isinstance(p, TowlinePlugin)]
-    config["plugins"] = [*others, TowlinePlugin(agents, dict(models or {}))]
+    config["plugins"] = [*others, TowlinePlugin(agents, dict(models or {}),
+                                                allowed_models=allowed_models)]
     return Client(**config)
 
 
@@ -80,15 +85,18 @@ async def start_run(
     context: dict[str, Any] | None = None,
     session: bool = False,
     id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    model: str | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
     `id_reuse_policy` is Temporal's: whether `id` may name a new run after a closed one
     (a live run with that id always makes this raise `WorkflowAlreadyStartedError`).
+    `model` runs the agent on another model (one the worker allows, see
+    `TowlinePlugin(allowed_models=...)`).
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt, message_history=message_history, limits=limits,
-                   context=context, session=session)
+                   context=context, session=session, model=model)
     workflow_id = id or f"{name}-{_suffix()}"
     return await client.start_workflow(
         "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,

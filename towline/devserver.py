@@ -38,7 +38,7 @@ from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKe
 from temporalio.service import RPCError
 
 from towline.registration import register_search_attributes
-from towline.search_attributes import ALL_KEYS
+from towline.search_attributes import SQL_VISIBILITY_KEYS
 
 __all__ = [
     "DevServerProcess",
@@ -197,7 +197,7 @@ async def start_dev_server(
         port=port,
         ui=ui,
         ui_port=ui_port,
-        search_attributes=ALL_KEYS,
+        search_attributes=SQL_VISIBILITY_KEYS,
         dev_server_existing_path=str(temporal_binary()),
         dev_server_database_filename=str(db_path) if db_path is not None else None,
         dev_server_log_level=log_level,
@@ -227,7 +227,7 @@ class DevServerProcess:
         namespace: str = "default",
         ui_port: int | None = None,
         log_level: str = "warn",
-        search_attributes: Sequence[SearchAttributeKey[str] | SearchAttributeKey[int]] = ALL_KEYS,
+        search_attributes: Sequence[SearchAttributeKey[str] | SearchAttributeKey[int]] = SQL_VISIBILITY_KEYS,
         startup_timeout: float = 30.0,
         log_path: Path | None = None,
         lock: StateLock | None = None,

@@ -17,6 +17,7 @@
         ├── DuplicateToolCallId
         ├── UncertainToolEffect
         ├── ModelRequestFailed
+        │   └── ContextLengthExceeded   the request did not fit the model's context window
         ├── PayloadTooLarge
         ├── ContentBlocked
         ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
@@ -63,6 +64,7 @@ __all__ = [
     "DuplicateToolCallId",
     "UncertainToolEffect",
     "ModelRequestFailed",
+    "ContextLengthExceeded",
     "PayloadTooLarge",
     "ContentBlocked",
     "Cancelled",
@@ -192,6 +194,15 @@ class ModelRequestFailed(RunFailure):
     """The model activity failed for good (non-retryable error or retries exhausted)."""
 
 
+class ContextLengthExceeded(ModelRequestFailed):
+    """The provider refused the request as too long for the model's context window.
+
+    A `ModelRequestFailed`, so a `ModelFallback` tries the next model; a capability
+    can also catch it in `wrap_model_call` and retry with a shorter request
+    (summarise, window).
+    """
+
+
 class PayloadTooLarge(RunFailure):
     """A payload would exceed Temporal's size limit."""
 
@@ -230,6 +241,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     DuplicateToolCallId,
     UncertainToolEffect,
     ModelRequestFailed,
+    ContextLengthExceeded,
     PayloadTooLarge,
     ContentBlocked,
     Cancelled,

@@ -25,6 +25,7 @@ __all__ = [
     "from_proto",
     "decode_counters",
     "counters_from_history",
+    "format_cost",
 ]
 
 MEMO_KEY = "towline.counters"
@@ -43,6 +44,8 @@ def to_proto(counters: Counters) -> RunCounters:
         input_tokens=counters.input_tokens,
         output_tokens=counters.output_tokens,
         schema_version=counters.schema_version,
+        cost_micros=counters.cost_micros,
+        unpriced_requests=counters.unpriced_requests,
     )
 
 
@@ -72,3 +75,14 @@ def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
         if fields is not None and MEMO_KEY in fields:
             found.append(decode_counters(fields[MEMO_KEY]))
     return found
+
+
+def format_cost(cost_micros: int | None, unpriced_requests: int = 0) -> str:
+    """`$0.001234`; `at least $0.001234 (2 requests of unknown price)`; `none recorded`."""
+    if cost_micros is None:
+        return "none recorded (offline models only)"
+    dollars = f"${cost_micros / 1_000_000:.6f}"
+    if not unpriced_requests:
+        return dollars
+    noun = "request" if unpriced_requests == 1 else "requests"
+    return f"at least {dollars} ({unpriced_requests} {noun} of unknown price)"

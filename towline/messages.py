@@ -40,25 +40,50 @@ class _Frozen(BaseModel):
 
 
 class Usage(_Frozen):
-    """Token usage of one or more model calls; `+` adds two usages."""
+    """Token usage and cost of one or more model calls; `+` adds two usages.
+
+    Cost is in US dollars. A request whose price is not known adds nothing to
+    `cost` and one to `unpriced_requests`, so a sum with unknown parts is
+    reported as a known lower bound plus how many requests it leaves out
+    (`known_cost` is None then). Offline models (`TestModel`, `FunctionModel`)
+    make no paid call: they cost 0.
+    """
 
     requests: int = Field(default=0, ge=0)
     """Model requests this usage covers."""
     input_tokens: int = Field(default=0, ge=0)
-    """Tokens sent to the model (never negative: a model reporting less fails its request)."""
+    """Tokens sent to the model, cached ones included (never negative: a model reporting
+    less fails its request)."""
     output_tokens: int = Field(default=0, ge=0)
     """Tokens the model produced."""
+    cache_read_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Input tokens served from the provider's prompt cache (part of `input_tokens`)."""
+    cache_write_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Input tokens written to the provider's prompt cache (part of `input_tokens`)."""
+    cost: float = Field(default=0.0, ge=0, exclude_if=lambda v: v == 0)
+    """US dollars spent on the requests whose price is known."""
+    unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Requests whose price is not known (their cost is not in `cost`)."""
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
+    @property
+    def known_cost(self) -> float | None:
+        """`cost` when every request's price is known, else None (unknown, not zero)."""
+        return self.cost if self.unpriced_requests == 0 else None
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             requests=self.requests + other.requests,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost=self.cost + other.cost,
+            unpriced_requests=self.unpriced_requests + other.unpriced_requests,
         )
 
 
@@ -100,6 +125,9 @@ class ToolCallPart(_Frozen):
     tool_call_id: str = ""
     kind: str = "function"
     metadata: dict[str, Any] = Field(default_factory=dict)
+    raw_args: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The argument text exactly as the model sent it, kept only when it is not a JSON
+    object (`args` is then empty): such a call is answered `validation_error`, never run."""
 
 
 class ToolReturnPart(_Frozen):

@@ -1,8 +1,14 @@
-"""Models: the `Model` protocol and the two offline models, `TestModel` and `FunctionModel`.
+"""Models: the `Model` protocol, the two offline models, and the provider models.
 
 A model is only ever executed inside the `towline.model_request` activity. Runs
-name models by string (`"test"`, or a name registered with
-`TowlinePlugin(models=...)`) so that a run's input and history stay JSON.
+name models by string (`"test"`, a provider string such as `"openai:gpt-4.1-mini"`,
+or a name registered with `TowlinePlugin(models=...)`) so that a run's input and
+history stay JSON.
+
+`OpenAIChatModel`, `OpenAIResponsesModel` and `AnthropicModel` configure a
+provider explicitly; their code lives on the activity side
+(`towline.activities.providers`) and imports its SDK only when it runs, so
+importing them needs no extra installed.
 """
 
 from __future__ import annotations
@@ -35,7 +41,12 @@ __all__ = [
     "TestModel",
     "FunctionModel",
     "ModelHTTPError",
+    "ModelConnectionError",
+    "RETRYABLE_STATUSES",
     "resolve_model",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "AnthropicModel",
     "example_args",
 ]
 
@@ -73,19 +84,37 @@ class Model(Protocol):
         ...
 
 
-class ModelHTTPError(Exception):
-    """A provider answered with an HTTP error; 4xx other than 408/429 is not retried."""
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""HTTP statuses Temporal retries, besides every 5xx (Anthropic's 529 "overloaded" too)."""
 
-    def __init__(self, status: int, body: str = "", retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {body[:200]}")
+
+class ModelHTTPError(Exception):
+    """A provider answered with an HTTP error.
+
+    408, 409, 429 and 5xx are retried by Temporal (after `retry_after` seconds when
+    the provider said so); other 4xx fail the run at once (`ModelRequestFailed`),
+    and `context_overflow` fails it with `ContextLengthExceeded`. `body` is the
+    provider's error message: never put credentials or endpoints in it.
+    """
+
+    def __init__(
+        self, status: int, body: str = "", retry_after: float | None = None,
+        *, context_overflow: bool = False,
+    ) -> None:
+        super().__init__(f"HTTP {status}: {body[:500]}")
         self.status = status
         self.body = body
         self.retry_after = retry_after
+        self.context_overflow = context_overflow
 
     @property
     def retryable(self) -> bool:
         """Whether Temporal should retry the request."""
-        return self.status in (408, 429) or self.status >= 500
+        return not self.context_overflow and (self.status in RETRYABLE_STATUSES or self.status >= 500)
+
+
+class ModelConnectionError(Exception):
+    """The provider could not be reached (or timed out); Temporal retries the request."""
 
 
 def example_args(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:
@@ -231,3 +260,10 @@ def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:
     raise ConfigurationError(
         f"unknown model {name!r}: register it with TowlinePlugin(models={{...}})"
     )
+
+
+# The provider models live with the activities (they do I/O) and import their SDKs lazily;
+# imported last because they build on the names above.
+from towline.activities.providers.anthropic import AnthropicModel
+from towline.activities.providers.openai_chat import OpenAIChatModel
+from towline.activities.providers.openai_responses import OpenAIResponsesModel

@@ -39,3 +39,6 @@ class Limits(BaseModel):
     """Model activity calls (including retries by wrappers) a run may make."""
     total_tokens_limit: int | None = Field(default=None, ge=0)
     """Input plus output tokens (hooks' `llm_usage` included), checked after each response."""
+    cost_limit: float | None = Field(default=None, ge=0)
+    """US dollars the run may spend (hooks' `llm_usage` included), checked like
+    `total_tokens_limit`. Only requests whose price is known count towards it."""

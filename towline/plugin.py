@@ -24,6 +24,7 @@ from towline.activities import ModelActivities, make_tool_activity, search_attri
 from towline.agent import Agent, register_agents
 from towline.converter import TowlinePayloadConverter, failure_converter_for
 from towline.errors import ConfigurationError, RunFailure
+from towline.model_access import register_model_access
 from towline.models import Model
 from towline.registration import register_search_attributes
 from towline.tools import Tool
@@ -64,9 +65,21 @@ def _with_agent_run(existing: Sequence[type] | None) -> Sequence[type]:
 class TowlinePlugin(SimplePlugin):
     """Registers towline's workflow, activities and converter for a set of agents."""
 
-    def __init__(self, agents: Sequence[Agent] = (), models: Mapping[str, Model] | None = None) -> None:
+    def __init__(
+        self,
+        agents: Sequence[Agent] = (),
+        models: Mapping[str, Model] | None = None,
+        *,
+        allowed_models: Sequence[str] = (),
+    ) -> None:
+        """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
+        of further models a run's input may switch an agent to (`RunInput.model`; the
+        agent's own model and the registered names are always allowed)."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
+        if isinstance(allowed_models, str):
+            raise ConfigurationError("allowed_models is a list of patterns, not one string")
+        self.allowed_models = tuple(allowed_models)
         self.tools = self._tool_registry()
         activities: list[Callable[..., Any]] = [
             ModelActivities(self.models).model_request,
@@ -82,6 +95,7 @@ class TowlinePlugin(SimplePlugin):
             workflow_failure_exception_types=[RunFailure],
         )
         register_agents(self.agents)
+        register_model_access(self.models, self.allowed_models)
 
     def _model_registry(self, models: Mapping[str, Model]) -> dict[str, Model]:
         registry = dict(models)
@@ -110,6 +124,7 @@ class TowlinePlugin(SimplePlugin):
         """Also make the agents resolvable on this worker's task queue."""
         queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
         register_agents(self.agents, queue)
+        register_model_access(self.models, self.allowed_models, queue)
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None and client.data_converter.payload_converter_class is not TowlinePayloadConverter:

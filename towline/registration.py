@@ -9,6 +9,7 @@ safe to repeat and to race: keys already present are skipped, and an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 
 import temporalio.client
@@ -20,7 +21,12 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.search_attributes import ALL_KEYS
+from towline.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
+
+_log = logging.getLogger("towline")
+
+_OPTIONAL = frozenset(k.name for k in ALL_KEYS) - frozenset(k.name for k in SQL_VISIBILITY_KEYS)
+"""Keys a namespace on SQL visibility has no room for: registered where possible, else skipped."""
 
 __all__ = [
     "SearchAttributeTypeConflict",
@@ -68,12 +74,18 @@ def _check_conflicts(
             )
 
 
+def _no_room(err: RPCError) -> bool:
+    """The namespace has no slot left for another attribute of that type (SQL visibility)."""
+    return err.status == RPCStatusCode.INVALID_ARGUMENT and "cannot have more than" in err.message
+
+
 async def _add(
     client: temporalio.client.Client,
     namespace: str,
     attributes: Mapping[str, IndexedValueType.ValueType],
 ) -> bool:
-    """Add ``attributes``; return False if the server says some already exist (a race)."""
+    """Add ``attributes``; return False if the server says some already exist (a race) or
+    that a type has no room left (then they are added one by one, see below)."""
     try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(search_attributes=attributes, namespace=namespace),
@@ -82,6 +94,12 @@ async def _add(
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:
             return False
+        if _no_room(err) and len(attributes) > 1:
+            return False
+        if _no_room(err):
+            _log.info("search attribute %s not registered in %r: %s (towline runs without "
+                         "it)", next(iter(attributes)), namespace, err.message)
+            return True
         raise
     return True
 
@@ -93,7 +111,10 @@ async def register_search_attributes(
 
     ``namespace`` defaults to the client's namespace. Keys already registered with the
     right type are left alone, so calling this on every worker start is cheap and
-    idempotent. Raises ``SearchAttributeTypeConflict`` if a name is taken by another type,
+    idempotent. A key the namespace has no room for (SQL visibility holds three Int
+    attributes: ``TowlineCostMicros`` does not fit) is skipped with a warning; the workflow
+    never upserts an unregistered key. Raises ``SearchAttributeTypeConflict`` if a name is
+    taken by another type,
     and ``temporalio.service.RPCError`` for other server errors (e.g. permission denied).
     """
     ns = namespace if namespace is not None else client.namespace
@@ -114,7 +135,7 @@ async def register_search_attributes(
             await _add(client, ns, {name: kind})
     present = await _list_custom(client, ns)
     _check_conflicts(present, expected)
-    still_missing = sorted(name for name in expected if name not in present)
+    still_missing = sorted(name for name in expected if name not in present and name not in _OPTIONAL)
     if still_missing:
         raise RuntimeError(f"search attributes not registered in {ns!r}: {still_missing}")
 

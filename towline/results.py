@@ -16,7 +16,8 @@ from towline.options import Limits
 
 __all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "LEDGER_SCHEMA_VERSION"]
 
-LEDGER_SCHEMA_VERSION = 1
+LEDGER_SCHEMA_VERSION = 2
+"""2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots)."""
 
 
 class Counters(BaseModel):
@@ -44,11 +45,22 @@ class Counters(BaseModel):
     """Output tokens, hooks' `llm_usage` included."""
     schema_version: int = LEDGER_SCHEMA_VERSION
     """Version of this record's schema; older histories are read as written."""
+    cost_micros: int | None = None
+    """Spend in millionths of a US dollar of the requests whose price is known (hooks'
+    included); None until a response reports a price or an unknown price (offline models
+    report neither), and in snapshots written before towline tracked cost."""
+    unpriced_requests: int = 0
+    """Model requests whose price is not known; `cost_micros` is then a lower bound."""
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+    @property
+    def known_cost_micros(self) -> int | None:
+        """`cost_micros` when it is recorded and every request's price is known, else None."""
+        return self.cost_micros if self.unpriced_requests == 0 else None
 
 
 class ResumeState(BaseModel):
@@ -82,6 +94,9 @@ class RunInput(BaseModel):
     """Initial values for contributed state keys (and free-form context for tools)."""
     allowed_tools: list[str] | None = None
     """Ancestor authority: a sub-agent run may execute only these tools."""
+    model: str | None = None
+    """Runs the agent on this model instead of its own (e.g. `"anthropic:claude-sonnet-4-5"`).
+    The worker must allow it (`TowlinePlugin(allowed_models=...)`), else `InvalidRunInput`."""
     session: bool = False
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
     session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))

@@ -15,7 +15,9 @@ __all__ = [
     "TOOL_CALLS",
     "STATUS",
     "TOTAL_TOKENS",
+    "COST_MICROS",
     "ALL_KEYS",
+    "SQL_VISIBILITY_KEYS",
 ]
 
 AGENT = SearchAttributeKey.for_keyword("TowlineAgent")
@@ -23,6 +25,8 @@ RUN_STEP = SearchAttributeKey.for_int("TowlineRunStep")
 TOOL_CALLS = SearchAttributeKey.for_int("TowlineToolCalls")
 STATUS = SearchAttributeKey.for_keyword("TowlineStatus")
 TOTAL_TOKENS = SearchAttributeKey.for_int("TowlineTotalTokens")
+COST_MICROS = SearchAttributeKey.for_int("TowlineCostMicros")
+"""Spend in millionths of a US dollar; unset while any request's price is unknown."""
 
 ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     AGENT,
@@ -30,4 +34,19 @@ ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     TOOL_CALLS,
     STATUS,
     TOTAL_TOKENS,
+    COST_MICROS,
 )
+
+
+SQL_INT_SLOTS = 3
+"""Int search attributes a namespace can hold on SQL visibility (SQLite, PostgreSQL, MySQL)."""
+
+SQL_VISIBILITY_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = tuple(
+    k for i, k in enumerate(ALL_KEYS)
+    if k.indexed_value_type.name != "INT"
+    or sum(1 for j in ALL_KEYS[:i] if j.indexed_value_type.name == "INT") < SQL_INT_SLOTS
+)
+"""The keys that fit SQL visibility (the embedded dev server): its three Int slots go to
+`TowlineRunStep`, `TowlineToolCalls` and `TowlineTotalTokens`, so `TowlineCostMicros`
+needs Elasticsearch visibility or Temporal Cloud. Where it is not registered the workflow
+does not upsert it; the cost stays in the ledger memo and `towline show`."""

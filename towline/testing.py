@@ -24,13 +24,15 @@ async def towline_worker(
     *,
     task_queue: str | None = None,
     models: Mapping[str, Model] | None = None,
+    allowed_models: Sequence[str] = (),
     **worker_options: Any,
 ) -> AsyncGenerator[tuple[Client, str]]:
     """Run a worker for `agents` on a fresh task queue; yields (towline client, task queue).
 
     The yielded client shares `client`'s connection but uses towline's data converter.
+    `allowed_models` are the patterns of models runs may switch to (`RunInput.model`).
     """
-    towline_client = with_towline(client, agents, models)
+    towline_client = with_towline(client, agents, models, allowed_models=allowed_models)
     queue = task_queue or f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(towline_client, task_queue=queue, **worker_options):
         yield towline_client, queue

@@ -21,9 +21,10 @@ def create_worker(
     task_queue: str,
     models: Mapping[str, Model] | None = None,
     max_concurrent_activities: int | None = None,
+    allowed_models: Sequence[str] = (),
 ) -> Worker:
     """A worker for `agents` (the client may or may not already carry a `TowlinePlugin`)."""
-    plugin = TowlinePlugin(agents, dict(models or {}))
+    plugin = TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models)
     return Worker(
         client, task_queue=task_queue, plugins=[plugin],
         max_concurrent_activities=max_concurrent_activities,

@@ -24,6 +24,7 @@ from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
     Cancelled,
     InternalError,
+    InvalidRunInput,
     MaxStepsExceeded,
     PayloadTooLarge,
     RunFailure,
@@ -37,6 +38,7 @@ from towline.messages import (
     ModelResponse,
     UserPart,
 )
+from towline.model_access import model_allowed
 from towline.request_refs import REQUEST_QUERY, RequestBook
 from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult
 
@@ -139,6 +141,11 @@ class AgentRun(HookApi):
         if agent is None:
             raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker "
                                "(every worker polling a task queue must serve the same agents)")
+        if inp.model is not None and not model_allowed(inp.model, agent, workflow.info().task_queue):
+            raise InvalidRunInput(
+                f"model {inp.model!r} is not allowed on this worker: allow it with "
+                "TowlinePlugin(allowed_models=[...]) or `towline worker --allow-model PATTERN`"
+            )
         return inp, agent
 
     def _fail_early(
@@ -177,6 +184,8 @@ class AgentRun(HookApi):
                 run.append(ModelRequest(parts=[UserPart(content=inp.prompt)]))
         if inp.allowed_tools is not None:
             run.allowed_tools = frozenset(inp.allowed_tools)
+        if inp.model is not None:
+            run.model = inp.model
         return run
 
     async def _registered_attributes(self) -> frozenset[str]:
@@ -207,19 +216,11 @@ class AgentRun(HookApi):
                 )
             if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
-            total = limits.total_tokens_limit
-            if total is not None and run.counters.total_tokens > total:  # e.g. tools' usage
-                raise UsageLimitExceeded(
-                    f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
-                )
+            run.check_spend()  # e.g. tools' usage
             if self._should_continue_as_new(run, inp):
                 self._continue_as_new(run, inp)
             outcome = await run_turn(run, run.counters.run_step + 1)
-            total = limits.total_tokens_limit
-            if total is not None and run.counters.total_tokens > total:
-                raise UsageLimitExceeded(
-                    f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
-                )
+            run.check_spend()
             output = await self._route(run, outcome)
             if output is CONTINUE:
                 continue

@@ -16,8 +16,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from towline.activities.io import ModelActivityInput
+from towline.activities.model_errors import CONTEXT_LENGTH
 from towline.activities.model_request import MODEL_ACTIVITY
-from towline.errors import Cancelled, ModelRequestFailed, PayloadTooLarge, runtime_failure
+from towline.errors import (
+    Cancelled,
+    ContextLengthExceeded,
+    ModelRequestFailed,
+    PayloadTooLarge,
+    runtime_failure,
+)
 from towline.messages import Message, ModelResponse, Usage
 from towline.options import ModelSettings
 from towline.request_refs import RequestBook
@@ -25,7 +32,10 @@ from towline.tools import ToolDefinition
 
 from .run import PAYLOAD_LIMIT, oversize
 
-__all__ = ["call_model"]
+__all__ = ["call_model", "DEFAULT_HEARTBEAT_TIMEOUT"]
+
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""How long a model activity may go without a heartbeat before Temporal retries it."""
 
 _TOO_LARGE = ("PayloadTooLarge", "PayloadsTooLarge")
 """Activity failure types of a response over the payload limit: the model activity's
@@ -42,10 +52,15 @@ async def call_model(
     run_step: int = 0,
     agent: str = "",
     summary: str | None = None,
-    timeout: timedelta = timedelta(minutes=2),
+    timeout: timedelta = timedelta(minutes=10),
     retry_policy: RetryPolicy | None = None,
+    heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
 ) -> ModelResponse:
-    """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good.
+    """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good
+    (`ContextLengthExceeded` when the request does not fit the model's context window).
+
+    The activity heartbeats while it waits for the provider, so a worker that dies
+    mid-request is noticed after `heartbeat_timeout` and the request retried elsewhere.
 
     Inside an `AgentRun`, the messages travel by reference (`request_refs`), so
     the history holds each message once however many requests include it.
@@ -71,6 +86,7 @@ async def call_model(
         raw: Any = await workflow.execute_activity(
             MODEL_ACTIVITY, inp,
             start_to_close_timeout=timeout,
+            heartbeat_timeout=heartbeat_timeout,
             retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
             summary=summary or f"{model} · step {run_step}",
         )
@@ -83,6 +99,8 @@ async def call_model(
                 f"model {model!r} answered too large a response: {cause}",
                 usage=_reported_usage(cause),
             )) from e
+        if isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH:
+            raise runtime_failure(ContextLengthExceeded(f"model {model!r} failed: {cause}")) from e
         raise runtime_failure(ModelRequestFailed(f"model {model!r} failed: {cause}")) from e
     finally:
         if isinstance(book, RequestBook) and key is not None:

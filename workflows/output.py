@@ -28,6 +28,9 @@ def structured_output(run: Run, call: ToolCall) -> Any:
     """Validate the output-tool call; its JSON value, or `CONTINUE` after a retry record."""
     adapter = run.agent.output_adapter
     assert adapter is not None
+    if call.raw_args is not None:
+        output_retry(run, f"invalid output: the arguments are not a JSON object: {call.raw_args[:200]}", call)
+        return CONTINUE
     try:
         args = call.args["response"] if run.agent.output_wrapped else call.args
         value = adapter.validate_python(args)

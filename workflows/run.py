@@ -16,7 +16,8 @@ from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 from towline import search_attributes as sa
 from towline.agent import Agent
-from towline.ledger import MEMO_KEY, to_proto
+from towline.errors import UsageLimitExceeded, runtime_failure
+from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import Limits
 from towline.payloads import PAYLOAD_LIMIT, payload_size
@@ -79,10 +80,14 @@ class Run:
     tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
     """The run's inventory: the agent's tools (and those its capabilities contribute), plus
     tools the run discovers as it goes. A copy: nothing a run adds reaches the shared agent."""
+    model: str = ""
+    """The model the run's own requests start from: the agent's, or the input's override."""
 
     def __post_init__(self) -> None:
         if not self.tools:
             self.tools = dict(self.agent.inventory)
+        if not self.model:
+            self.model = self.agent.model_name
 
     def new_id(self) -> str:
         """A fresh deterministic id (for messages and missing tool call ids)."""
@@ -93,12 +98,30 @@ class Run:
         self.counters = self.counters.model_copy(update=changes)
 
     def add_usage(self, usage: Usage) -> None:
-        """Fold usage into the run's totals and the ledger's tokens."""
+        """Fold usage into the run's totals and the ledger's tokens and cost."""
         self.usage = self.usage + usage
-        self.bump(
-            input_tokens=self.counters.input_tokens + usage.input_tokens,
-            output_tokens=self.counters.output_tokens + usage.output_tokens,
-        )
+        changes: dict[str, Any] = {
+            "input_tokens": self.counters.input_tokens + usage.input_tokens,
+            "output_tokens": self.counters.output_tokens + usage.output_tokens,
+        }
+        if usage.cost or usage.unpriced_requests:
+            # the ledger's cost is the run's summed dollars, rounded once (not per response)
+            changes["cost_micros"] = round(self.usage.cost * 1_000_000)
+            changes["unpriced_requests"] = self.usage.unpriced_requests
+        self.bump(**changes)
+
+    def check_spend(self) -> None:
+        """Fail the run if its tokens or its known cost exceed the run's limits."""
+        total = self.limits.total_tokens_limit
+        if total is not None and self.counters.total_tokens > total:
+            raise runtime_failure(UsageLimitExceeded(
+                f"total_tokens_limit {total} exceeded ({self.counters.total_tokens} tokens)"
+            ))
+        cost = self.limits.cost_limit
+        spent = self.counters.cost_micros or 0
+        if cost is not None and spent > round(cost * 1_000_000):
+            raise runtime_failure(UsageLimitExceeded(
+                f"cost_limit ${cost:g} exceeded (${spent / 1_000_000:.6f} spent)"))
 
     def merge_reported_usage(self) -> None:
         """Fold usage reported by hooks into the totals (at a commit, or when the run fails)."""
@@ -130,10 +153,13 @@ class Run:
             (sa.TOOL_CALLS, self.counters.tool_calls),
             (sa.STATUS, self.status),
             (sa.TOTAL_TOKENS, self.counters.total_tokens),
+            (sa.COST_MICROS, self.counters.known_cost_micros),  # None: unknown, so unset
         ]
         updates: list[SearchAttributeUpdate[Any]] = [
-            key.value_set(value) for key, value in values
+            key.value_set(value) if value is not None else key.value_unset()
+            for key, value in values
             if key.name in self.registered_attributes and self.recorded_attributes.get(key.name) != value
+            and (value is not None or key.name in self.recorded_attributes)
         ]
         if updates:
             workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
@@ -150,6 +176,8 @@ class Run:
             f"- step {c.run_step}/{c.max_steps}, tool calls {c.tool_calls}, requests {c.requests}",
             f"- tokens {c.input_tokens} in / {c.output_tokens} out",
         ]
+        if c.cost_micros is not None:
+            lines.append(f"- cost {format_cost(c.cost_micros, c.unpriced_requests)}")
         if self.pending_approvals:
             lines.append(f"- waiting for approval: {', '.join(sorted(self.pending_approvals))}")
         return "\n".join(lines)

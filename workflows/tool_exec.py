@@ -166,6 +166,9 @@ async def _admit_one(
     if run.allowed_tools is not None and call.tool_name not in run.allowed_tools:
         batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
         return None
+    if call.raw_args is not None:  # the model's argument text was not a JSON object
+        batch.record(i, "validation_error", unparsed_args_error(call.raw_args))
+        return None
     try:
         args = tool.validate_args(call.args)
     except ValidationError as e:
@@ -357,3 +360,9 @@ def _errors(e: ValidationError) -> list[dict[str, Any]]:
     return [
         {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]} for err in e.errors()
     ]
+
+
+def unparsed_args_error(raw: str) -> list[dict[str, Any]]:
+    """The `validation_error` content of a call whose argument text is not a JSON object."""
+    shown = raw if len(raw) <= 200 else raw[:199] + "…"
+    return [{"loc": [], "msg": f"the arguments are not a JSON object: {shown}", "type": "json_invalid"}]

@@ -143,7 +143,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         output_tool = output_tool.model_copy(update={"max_retries": run.limits.output_retries})
     state = ModelRequestState(
         messages=list(turn.messages), request_messages=list(turn.messages),
-        model=agent.model_name, settings=agent.settings,
+        model=run.model, settings=agent.settings,
         params=ModelRequestParams(
             function_tools=_offered(run),
             output_tools=[output_tool] if output_tool else [],
@@ -214,18 +214,18 @@ async def _call_chain(
         if limit is not None and run.counters.requests >= limit:
             limit_hit.append(runtime_failure(UsageLimitExceeded(f"request_limit {limit} reached")))
             raise limit_hit[-1]
-        total = run.limits.total_tokens_limit
-        if total is not None and run.counters.total_tokens > total:  # e.g. a wrapper's second call
-            limit_hit.append(runtime_failure(UsageLimitExceeded(
-                f"total_tokens_limit {total} exceeded ({run.counters.total_tokens} tokens)"
-            )))
-            raise limit_hit[-1]
+        try:
+            run.check_spend()  # e.g. a wrapper's second call
+        except UsageLimitExceeded as e:
+            limit_hit.append(e)
+            raise
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
         try:
             response = await call_model(
                 req.model, req.messages, tools=tools, output_tools=req.output_tools,
                 settings=req.settings, run_step=step, agent=run.agent.name,
                 timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
+                heartbeat_timeout=run.agent.model_heartbeat_timeout,
             )
         except PayloadTooLarge as e:
             usage = e.extra.get("usage")

@@ -42,10 +42,12 @@ __all__ = [
     "one_line",
     "unreachable_reason",
     "positive",
+    "model_string",
     "port_number",
     "add_connection",
     "add_server",
     "add_task_queue",
+    "add_allow_model",
 ]
 
 EXIT_FAILURE = 1
@@ -268,6 +270,13 @@ def positive(text: str) -> int:
     return value
 
 
+def model_string(text: str) -> str:
+    """argparse type: a model name (`openai:gpt-4.1-mini`, a registered name, `test`)."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a model name")
+    return text
+
+
 def port_number(text: str) -> int:
     """argparse type: a TCP port."""
     value = positive(text)
@@ -294,6 +303,14 @@ def add_server(parser: argparse.ArgumentParser, what: str, port_default: str) ->
                        help=f"gRPC port (default: {port_default}, or a free port if taken)")
     group.add_argument("--ui-port", type=port_number, metavar="PORT",
                        help="Temporal UI port (default: 8233, or a free port if taken)")
+
+
+def add_allow_model(parser: argparse.ArgumentParser) -> None:
+    """`--allow-model PATTERN` (repeatable): models a run's input may switch agents to."""
+    parser.add_argument("--allow-model", action="append", default=[], metavar="PATTERN",
+                        help="let runs pick this model with `towline run --model` (fnmatch "
+                        "pattern, e.g. 'openai:*' or 'anthropic:claude-*'; repeatable). An agent's "
+                        "own model is always allowed")
 
 
 def add_task_queue(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from towline.ledger import format_cost
 from towline.messages import Message, ModelRequest, Usage
 from towline.results import Counters
 
@@ -87,9 +88,11 @@ def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
         f"  tool_retries         {retries}",
         (f"  tokens               {counters.input_tokens} in, "
          f"{counters.output_tokens} out, {counters.total_tokens} total"),
+        f"  cost                 {format_cost(counters.cost_micros, counters.unpriced_requests)}",
     ]
     if usage is not None:
-        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens, "
+        cached = f" ({usage.cache_read_tokens} cached)" if usage.cache_read_tokens else ""
+        lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens{cached}, "
                      f"{usage.output_tokens} output tokens")
     return lines
 

@@ -35,6 +35,7 @@ from towline.cli.common import (
     connect_client,
     is_local,
     load_agent,
+    model_string,
     positive,
     read_prompt,
     resolve_target,
@@ -52,6 +53,7 @@ from towline.cli.server import (
     stop_event,
 )
 from towline.client import run_error, start_run, with_towline
+from towline.ledger import format_cost
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
 from towline.results import RunResult
@@ -292,6 +294,8 @@ async def run_command(args: Any) -> int:
     stop = stop_event()
     async with AsyncExitStack() as stack:
         client, base, embedded = await _connect_or_embed(args, target, agent, stack)
+        if args.model:  # the in-process worker allows the model it was asked to run
+            client = with_towline(client, [agent], allowed_models=[args.model])
         if not args.no_worker:
             await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
                                                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
@@ -300,14 +304,15 @@ async def run_command(args: Any) -> int:
         try:
             handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
                                      id=args.id, limits=limits, session=args.session,
-                                     id_reuse_policy=reuse)
+                                     id_reuse_policy=reuse, model=args.model)
         except WorkflowAlreadyStartedError:
             raise await _duplicate(client, args.id, args.allow_duplicate) from None
         except RPCError as e:
             raise CliError(f"cannot start the run: {e.message}") from None
         address = embedded.address if embedded else target.address
         url = workflow_url(base, target.namespace, handle.id)
-        say(f"Run {handle.id} started (agent {agent.name}, task queue {args.task_queue}, "
+        on = f", model {args.model}" if args.model else ""
+        say(f"Run {handle.id} started (agent {agent.name}{on}, task queue {args.task_queue}, "
             f"server {address})")
         progress = Progress(handle.id, quiet=args.quiet)
         session = Session(agent, handle.id) if args.session else None
@@ -331,8 +336,9 @@ async def run_command(args: Any) -> int:
             return 130
         progress.messages(result.messages)
         c = result.counters
+        cost = f", cost {format_cost(c.cost_micros, c.unpriced_requests)}" if c.cost_micros is not None else ""
         say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
-            f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}.")
+            f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}{cost}.")
         if session is not None and session.answered:
             say(f"Session {handle.id} ended: no message came within its idle timeout.")
         else:
@@ -363,6 +369,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    "session); this command follows it until it ends (Ctrl-C leaves it open)")
     p.add_argument("--max-steps", type=positive, metavar="N",
                    help="override the agent's max_steps for this run")
+    p.add_argument("--model", type=model_string, metavar="MODEL",
+                   help="run the agent on this model instead of its own, e.g. "
+                   "openai:gpt-4.1-mini, anthropic:claude-sonnet-4-6, ollama:llama3.2 (the worker "
+                   "must allow it: the in-process one does)")
     p.add_argument("--no-worker", action="store_true",
                    help="do not run an in-process worker (a worker must be running elsewhere)")
     p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")

@@ -336,7 +336,7 @@ async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -
         details.notes.append("(no worker answered the queries; counters are from the ledger memo)")
         return
     details.messages = MESSAGES.validate_python(raw)
-    if "counters" in state:
+    if state.get("counters"):
         details.counters = Counters.model_validate(state["counters"])
         details.usage = Usage.model_validate(state["usage"])
     details.status = status_name(WorkflowExecutionStatus.RUNNING, state.get("status"))

@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from towline.agent import Agent
 from towline.cli.common import (
     CliError,
+    add_allow_model,
     add_connection,
     add_server,
     add_task_queue,
@@ -166,13 +167,14 @@ def stop_event() -> asyncio.Event:
     return event
 
 
-async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event) -> None:
+async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
+                 allowed_models: Sequence[str] = ()) -> None:
     """Run a worker for `agents` (if any) until `stop` is set."""
     if not agents:
         await stop.wait()
         return
-    worker = Worker(with_towline(client, agents), task_queue=task_queue,
-                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
+    worker = Worker(with_towline(client, agents, allowed_models=allowed_models),
+                    task_queue=task_queue, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     async with worker:
         await stop.wait()
 
@@ -199,7 +201,7 @@ async def dev_command(args: Any) -> int:
         else:
             say("Worker           none (name agents with --agent module:attr)")
         say(f"Point clients at it with TEMPORAL_ADDRESS={embedded.address}. Ctrl-C stops.")
-        await _serve(embedded.client, agents, args.task_queue, stop)
+        await _serve(embedded.client, agents, args.task_queue, stop, args.allow_model)
     finally:
         await embedded.stop()
     say("stopped")
@@ -216,7 +218,7 @@ async def worker_command(args: Any) -> int:
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
         f"task queue {args.task_queue!r}, agents: {names}. Ctrl-C stops.")
     try:
-        await _serve(client, agents, args.task_queue, stop)
+        await _serve(client, agents, args.task_queue, stop, args.allow_model)
     except RuntimeError as e:  # e.g. the namespace does not exist
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
@@ -234,6 +236,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     add_server(p, "what `towline dev` starts", "7233")
     p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
     add_task_queue(p)
+    add_allow_model(p)
     p.set_defaults(handler=dev_command)
 
     p = sub.add_parser("worker", help="run a worker for agents against any Temporal server",
@@ -242,5 +245,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
                    help="an agent (or list of agents) to serve; repeatable")
     add_task_queue(p)
+    add_allow_model(p)
     add_connection(p)
     p.set_defaults(handler=worker_command)

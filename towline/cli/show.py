@@ -24,11 +24,11 @@ from towline.cli.render import (
     counters_lines,
     duration,
     format_call,
-    money,
     print_json,
     when,
 )
 from towline.cli.runstate import RunDetails, read_run
+from towline.ledger import format_cost
 
 __all__ = ["show_lines", "show_command", "register"]
 
@@ -44,7 +44,8 @@ def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]
         f"Started   {when(d.started)}   Closed {when(d.closed)}",
     ]
     if d.cost_micros is not None:
-        out.append(f"Cost      {money(d.cost_micros)}")
+        unpriced = d.counters.unpriced_requests if d.counters is not None else 0
+        out.append(f"Cost      {format_cost(d.cost_micros, unpriced)}")
     if url:
         out.append(f"UI        {url}")
     if d.execution_status == "RUNNING" and d.messages is not None:

@@ -61,6 +61,8 @@ class RunCounters(_message.Message):
     INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
+    COST_MICROS_FIELD_NUMBER: _builtins.int
+    UNPRICED_REQUESTS_FIELD_NUMBER: _builtins.int
     output_retries_used: _builtins.int
     """Output validation retries consumed so far."""
     run_step: _builtins.int
@@ -81,6 +83,16 @@ class RunCounters(_message.Message):
     """Ledger schema version that wrote this snapshot; older snapshots are read as
     they are, never migrated.
     """
+    cost_micros: _builtins.int
+    """Spend in millionths of a US dollar of the model requests whose price is
+    known (hooks' requests included). Absent until a response reports a price
+    or an unknown price (offline models report neither), and in snapshots of
+    schema_version 1.
+    """
+    unpriced_requests: _builtins.int
+    """Model requests whose price is not known: cost_micros leaves them out and is
+    then a lower bound of the run's spend.
+    """
     @_builtins.property
     def tool_retries(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Consecutive failures per tool name; reset to 0 when that tool succeeds."""
@@ -98,11 +110,15 @@ class RunCounters(_message.Message):
         input_tokens: _builtins.int = ...,
         output_tokens: _builtins.int = ...,
         schema_version: _builtins.int = ...,
+        cost_micros: _builtins.int | None = ...,
+        unpriced_requests: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros", "cost_micros", b"cost_micros"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_tokens", b"input_tokens", "max_steps", b"max_steps", "output_retries", b"output_retries", "output_retries_used", b"output_retries_used", "output_tokens", b"output_tokens", "requests", b"requests", "run_step", b"run_step", "schema_version", b"schema_version", "tool_calls", b"tool_calls", "tool_retries", b"tool_retries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros", "cost_micros", b"cost_micros", "input_tokens", b"input_tokens", "max_steps", b"max_steps", "output_retries", b"output_retries", "output_retries_used", b"output_retries_used", "output_tokens", b"output_tokens", "requests", b"requests", "run_step", b"run_step", "schema_version", b"schema_version", "tool_calls", b"tool_calls", "tool_retries", b"tool_retries", "unpriced_requests", b"unpriced_requests"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__cost_micros: _TypeAlias = _typing.Literal["cost_micros"]  # noqa: Y015
+    _WhichOneofArgType__cost_micros: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost_micros) -> _WhichOneofReturnType__cost_micros | None: ...
 
 Global___RunCounters: _TypeAlias = RunCounters  # noqa: Y015

@@ -1,0 +1,222 @@
+"""`openai:<model>`: OpenAI Chat Completions, and every server that speaks it.
+
+vLLM, LM Studio, llama.cpp's server, OpenRouter, Groq and Ollama answer the
+same `POST /chat/completions`; point `OPENAI_BASE_URL` (or `base_url=`) at
+them. The request is built and the answer read by two pure functions
+(`build_request`, `parse_response`) around one SDK call, so a streaming
+variant can reuse both and only add an accumulator of deltas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ResponsePart,
+    RetryPart,
+    SystemPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    Usage,
+    UserPart,
+)
+from towline.models import ModelInfo
+from towline.tools import ToolDefinition
+
+from ._common import (
+    Endpoint,
+    ProviderModel,
+    connection_error,
+    field_map,
+    items,
+    parse_args,
+    priced,
+    request_timeout,
+    retry_text,
+    return_text,
+    status_error,
+)
+
+__all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json"]
+
+_FINISH: dict[str, Literal["stop", "length", "tool_calls", "content_filter"]] = {
+    "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+@dataclass(frozen=True)
+class OpenAIChatModel(ProviderModel):
+    """A model behind an OpenAI Chat Completions endpoint (`openai:<model>`).
+
+    `OpenAIChatModel("gpt-4.1-mini")` uses `OPENAI_API_KEY` and `OPENAI_BASE_URL`
+    from the worker's environment; `base_url=` and `api_key=` point it at any
+    compatible server, `client=` hands it a pre-built `openai.AsyncOpenAI`.
+    """
+
+    system_role: Literal["system", "developer"] = "system"
+    """The role instructions are sent with (`developer` for OpenAI's reasoning models)."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    """The request field `ModelSettings.max_tokens` fills (older servers know only `max_tokens`)."""
+
+    prefix: ClassVar[str] = "openai"
+    sdk: ClassVar[str] = "openai"
+    extra: ClassVar[str] = "openai"
+    key_env: ClassVar[str] = "OPENAI_API_KEY"
+    url_env: ClassVar[str] = "OPENAI_BASE_URL"
+    own_provider: ClassVar[str] = "openai"
+
+    async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
+        """One Chat Completions request (SDK retries off: Temporal retries)."""
+        endpoint = self.endpoint()
+        client = self.sdk_client(endpoint, make_openai_client)
+        body, extra = build_request(self.model, messages, info, system_role=self.system_role,
+                                    max_tokens_field=self.max_tokens_field)
+        data = await call_json(client.chat.completions.create, body, extra, endpoint)
+        response = parse_response(data, info, self.model)
+        ref = response.model_name or self.model
+        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+
+
+def make_openai_client(module: Any, endpoint: Endpoint) -> Any:
+    """An `AsyncOpenAI` for `endpoint`, with the SDK's own retries off."""
+    return module.AsyncOpenAI(api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0)
+
+
+async def call_json(create: Any, body: Mapping[str, Any], extra: Mapping[str, Any],
+                    endpoint: Endpoint) -> dict[str, Any]:
+    """Call an OpenAI SDK `create` and return the answer as JSON data (errors translated)."""
+    import openai
+
+    try:
+        result = await create(**body, extra_body=dict(extra) or None, timeout=request_timeout())
+    except openai.OpenAIError as e:
+        raise openai_error(e, endpoint) from None
+    data: dict[str, Any] = result.model_dump(mode="json")
+    return data
+
+
+def openai_error(e: Exception, endpoint: Endpoint) -> Exception:
+    """The towline error for an OpenAI SDK error (messages scrubbed of key and endpoint)."""
+    import openai
+
+    if isinstance(e, openai.APIStatusError):
+        return status_error("openai", e.status_code, e.body, e.response.headers, endpoint)
+    if isinstance(e, openai.APIConnectionError):
+        return connection_error("openai", e)
+    return RuntimeError(endpoint.scrub(f"openai: {type(e).__name__}: {e}"))
+
+
+# --- towline -> Chat Completions ----------------------------------------------------------
+
+
+def _tool(t: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": t.name}
+    if t.description:
+        function["description"] = t.description
+    function["parameters"] = t.parameters_json_schema or {"type": "object", "properties": {}}
+    return {"type": "function", "function": function}
+
+
+def call_arguments(call: ToolCallPart) -> str:
+    """A call's arguments as the model wrote them (raw text if it was not a JSON object)."""
+    return call.raw_args if call.raw_args is not None else json.dumps(call.args, ensure_ascii=False)
+
+
+def chat_messages(messages: Sequence[Message], system_role: str) -> list[dict[str, Any]]:
+    """Towline messages as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if isinstance(p, SystemPart):
+                    out.append({"role": system_role, "content": p.content})
+                elif isinstance(p, UserPart):
+                    out.append({"role": "user", "content": p.content})
+                elif isinstance(p, ToolReturnPart):
+                    out.append({"role": "tool", "tool_call_id": p.tool_call_id,
+                                "content": return_text(p)})
+                elif isinstance(p, RetryPart) and p.tool_call_id:  # pyright: ignore[reportUnnecessaryIsInstance]
+                    out.append({"role": "tool", "tool_call_id": p.tool_call_id,
+                                "content": retry_text(p)})
+                else:
+                    out.append({"role": "user", "content": retry_text(p)})
+            continue
+        text = m.text
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if m.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.tool_call_id, "type": "function",
+                 "function": {"name": c.tool_name, "arguments": call_arguments(c)}}
+                for c in m.tool_calls
+            ]
+        elif not text:
+            message["content"] = ""
+        out.append(message)
+    return out
+
+
+def build_request(
+    model: str, messages: Sequence[Message], info: ModelInfo, *,
+    system_role: str = "system", max_tokens_field: str = "max_completion_tokens",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields)."""
+    body: dict[str, Any] = {"model": model, "messages": chat_messages(messages, system_role)}
+    tools = [*info.tools, *info.output_tools]
+    if tools:
+        body["tools"] = [_tool(t) for t in tools]
+    settings = info.settings
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if settings.max_tokens is not None:
+        body[max_tokens_field] = settings.max_tokens
+    return body, dict(settings.extra)
+
+
+# --- Chat Completions -> towline ----------------------------------------------------------
+
+
+def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
+    """A Chat Completions answer (JSON data) as a `ModelResponse` (usage not yet priced)."""
+    choices = items(data.get("choices"))
+    message = field_map(choices[0].get("message") if choices else None)
+    parts: list[ResponsePart] = []
+    if message.get("content"):
+        parts.append(TextPart(content=str(message["content"])))
+    refused = bool(message.get("refusal"))
+    if refused:
+        parts.append(TextPart(content=str(message["refusal"])))
+    outputs = {t.name for t in info.output_tools}
+    for call in items(message.get("tool_calls")):
+        function = field_map(call.get("function"))
+        if call.get("type", "function") != "function" or not function.get("name"):
+            continue
+        args, raw = parse_args(function.get("arguments"))
+        name = str(function["name"])
+        parts.append(ToolCallPart(tool_name=name, args=args, raw_args=raw,
+                                  tool_call_id=str(call.get("id") or ""),
+                                  kind="output" if name in outputs else "function"))
+    reason = choices[0].get("finish_reason") if choices else None
+    finish = _FINISH.get(str(reason)) if reason else None
+    if refused:
+        finish = "content_filter"
+    elif finish is None:
+        finish = "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop"
+    raw_usage = field_map(data.get("usage"))
+    details = field_map(raw_usage.get("prompt_tokens_details"))
+    usage = Usage(
+        requests=1, input_tokens=int(raw_usage.get("prompt_tokens") or 0),
+        output_tokens=int(raw_usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(details.get("cached_tokens") or 0),
+    )
+    return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
+                         finish_reason=finish)

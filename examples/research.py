@@ -1,0 +1,134 @@
+"""A research assistant that fetches web pages and reads local files to answer a question.
+
+Useful with a real model, and still runs offline:
+
+    towline run examples.research:agent "Summarise https://example.com"            # offline
+    TOWLINE_MODEL=openai:gpt-4.1-mini towline run examples.research:agent "..."      # real model
+    towline run examples.research:agent "..." --model anthropic:claude-sonnet-4-6  # one run
+
+Two real tools: `fetch_url` (an HTTP GET with httpx; idempotent, so Temporal may retry
+it) and `read_file` (a file on the worker's disk). Reading files is the risky one —
+whatever it reads goes to the model's provider, and a fetched page could try to talk
+the model into reading secrets — so `ToolApproval` makes every `read_file` call wait
+for a human (`towline approve WORKFLOW_ID CALL_ID`, or reject).
+
+`TOWLINE_MODEL` (read when this module is imported, on the worker and the CLI alike)
+chooses the model: any provider string (`openai:...`, `openai-responses:...`,
+`anthropic:...`, `ollama:...`). Unset, the agent uses `offline_researcher`, a
+`FunctionModel` that calls the tools on the URLs and paths in the prompt and reports
+what it found, so the example works with no key and no network but the page's.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+from towline import Agent, ToolError, tool
+from towline.capabilities import ToolApproval
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPart,
+)
+from towline.models import FunctionModel, ModelInfo
+
+__all__ = ["agent", "fetch_url", "read_file", "offline_researcher", "MODEL"]
+
+MAX_CHARS = 20_000
+"""Characters a tool returns at most (a page or a file can be huge; the model's window is not)."""
+
+INSTRUCTIONS = (
+    "You are a careful research assistant. Use fetch_url to read web pages and read_file to "
+    "read local files named in the question; cite the URLs and paths you used. If a tool "
+    "fails or is denied, say so instead of guessing."
+)
+
+
+def page_text(markup: str) -> str:
+    """The readable text of an HTML page: scripts, styles and tags removed, spaces squeezed."""
+    markup = re.sub(r"(?is)<(script|style|noscript)\b.*?</\1>", " ", markup)
+    text = html.unescape(re.sub(r"(?s)<[^>]+>", " ", markup))
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@tool(idempotent=True, start_to_close_timeout=timedelta(seconds=60))
+async def fetch_url(url: str) -> str:
+    """Fetch a web page (http or https) and return its text, at most 20,000 characters."""
+    if not url.startswith(("http://", "https://")):
+        raise ToolError(f"not an http(s) URL: {url}")
+    try:
+        async with httpx.AsyncClient(follow_redirects=True, timeout=30) as client:
+            response = await client.get(url, headers={"user-agent": "towline-research/0.1"})
+    except httpx.HTTPError as e:
+        raise ToolError(f"fetching {url} failed: {type(e).__name__}") from None
+    if response.status_code >= 400:
+        raise ToolError(f"fetching {url} failed: HTTP {response.status_code}")
+    kind = response.headers.get("content-type", "")
+    text = page_text(response.text) if "html" in kind else response.text
+    return text[:MAX_CHARS]
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a local text file and return its content, at most 20,000 characters."""
+    try:
+        return Path(path).expanduser().read_text(errors="replace")[:MAX_CHARS]
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror or type(e).__name__}") from None
+
+
+_URL = re.compile(r"https?://[^\s<>\"')]+")
+_PATH = re.compile(r"(?<![\w/:])(?:~|\.{1,2})?/?(?:[\w.-]+/)*[\w.-]+\.(?:md|txt|py|json|toml|yaml|yml|csv|rst)\b")
+
+
+def offline_researcher(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """A stand-in model: fetch the prompt's URLs, read its file paths, report what came back."""
+    start = max(i for i, m in enumerate(messages)
+                if isinstance(m, ModelRequest) and any(isinstance(p, UserPart) for p in m.parts))
+    prompt = " ".join(p.content for p in messages[start].parts if isinstance(p, UserPart))
+    returns = [p for m in messages[start:] if isinstance(m, ModelRequest)
+               for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not any(isinstance(m, ModelResponse) and m.tool_calls for m in messages[start:]):
+        urls = [u.rstrip(".,;") for u in _URL.findall(prompt)]
+        rest = _URL.sub(" ", prompt)
+        paths = [p.rstrip(".,;") for p in _PATH.findall(rest)]
+        calls = [ToolCallPart(tool_name="fetch_url", args={"url": u}, tool_call_id=f"fetch_{i}")
+                 for i, u in enumerate(urls)]
+        calls += [ToolCallPart(tool_name="read_file", args={"path": p}, tool_call_id=f"read_{i}")
+                  for i, p in enumerate(paths)]
+        if calls:
+            return ModelResponse(parts=[TextPart(content="Let me look."), *calls],
+                                 finish_reason="tool_calls")
+        return ("Give me a URL or a file path to research. (This is the offline model: set "
+                "TOWLINE_MODEL, or pass --model, to use a real one.)")
+    lines = ["Here is what I found:"]
+    for r in returns:
+        if r.status == "succeeded":
+            text = str(r.content)
+            lines.append(f"- {r.tool_name}: {len(text)} characters; it begins: {text[:120]}")
+        else:
+            lines.append(f"- {r.tool_name}: {r.status}: {r.content}")
+    return "\n".join(lines)
+
+
+MODEL: str | FunctionModel = os.environ.get("TOWLINE_MODEL") or FunctionModel(
+    offline_researcher, model_name="research-offline")
+"""`TOWLINE_MODEL` (a provider string), else the offline stand-in."""
+
+agent = Agent(
+    name="research",
+    model=MODEL,
+    instructions=INSTRUCTIONS,
+    tools=[fetch_url, read_file],
+    capabilities=[ToolApproval(tools=["read_file"], timeout=timedelta(hours=1))],
+)

@@ -1,0 +1,15 @@
+"""Messages API answers for the provider tests, in the API's exact shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["message"]
+
+
+def message(content: list[dict[str, Any]], stop: str = "end_turn", *, model: str = "claude-sonnet-4-6",
+            input_tokens: int = 10, output_tokens: int = 5) -> dict[str, Any]:
+    """A Messages API `message` object."""
+    return {"id": "msg_t", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}

@@ -1,0 +1,165 @@
+"""A local HTTP server that answers like a model provider, from scripted replies.
+
+Started on 127.0.0.1 on a free port by the `provider` fixture (`conftest.py`
+beside this file). The real SDKs talk to it over HTTP exactly as they would to
+the provider, so what the tests check is the wire format both ways: each
+request the SDK sent is recorded (path, headers, JSON body), and each reply is
+a status, headers and a JSON body taken from a recorded exchange
+(`exchanges/*.json`) or made by the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from towline.devserver import free_port
+
+__all__ = ["Reply", "Recorded", "FakeProvider", "load_exchange", "check_exchange", "EXCHANGES"]
+
+RECORD_ENV = "TOWLINE_RECORD_EXCHANGES"
+"""Set to 1 to write the requests a test's run sent into its exchange file (then review them)."""
+
+EXCHANGES = Path(__file__).resolve().parent / "exchanges"
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    delay: float = 0.0
+    """Seconds to wait before answering (a slow provider)."""
+
+
+@dataclass
+class Recorded:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    at: float
+    """`time.monotonic()` when it arrived."""
+
+
+Scripted = Reply | Callable[[Recorded], Reply]
+
+
+def load_exchange(name: str) -> list[dict[str, Any]]:
+    """The steps of a recorded exchange: `[{"request": ..., "reply": ...}, ...]`."""
+    steps: list[dict[str, Any]] = json.loads((EXCHANGES / f"{name}.json").read_text())
+    return steps
+
+
+def check_exchange(server: FakeProvider, name: str) -> None:
+    """Assert the requests received are exactly the exchange's recorded requests, in order.
+
+    With `TOWLINE_RECORD_EXCHANGES=1` the file's requests are rewritten from this run
+    instead (for a reviewer to read), and the test fails so that it is not mistaken for a pass.
+    """
+    path = EXCHANGES / f"{name}.json"
+    steps = load_exchange(name)
+    seen = [{"path": r.path, "body": r.body} for r in server.requests]
+    if os.environ.get(RECORD_ENV) == "1":
+        for step, request in zip(steps, seen, strict=True):
+            step["request"] = request
+        path.write_text(json.dumps(steps, indent=2) + "\n")
+        raise AssertionError(f"recorded {path.name}: review it and run again without {RECORD_ENV}")
+    assert seen == [s["request"] for s in steps]
+
+
+class FakeProvider:
+    """A threaded HTTP server answering every POST with the next scripted reply."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.requests: list[Recorded] = []
+        self._script: list[Scripted] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:<port>`."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def script(self, *replies: Scripted) -> None:
+        """Queue replies, answered in order."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def play(self, name: str) -> list[dict[str, Any]]:
+        """Queue the replies of a recorded exchange; returns its steps."""
+        steps = load_exchange(name)
+        self.script(*(Reply(body=s["reply"]["body"], status=s["reply"].get("status", 200),
+                            headers=s["reply"].get("headers", {})) for s in steps))
+        return steps
+
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the requests received, in order."""
+        return [r.body for r in self.requests]
+
+    def _next(self, recorded: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(recorded)
+            if not self._script:
+                return Reply({"error": {"message": "the fake provider has no scripted reply",
+                                        "type": "test_error"}}, status=599)
+            scripted = self._script.pop(0)
+        return scripted(recorded) if callable(scripted) else scripted
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body: Any = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                recorded = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
+                                    body, time.monotonic())
+                reply = provider._next(recorded)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                data = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a killed worker)
+                    pass
+
+            def log_message(self, format: str, *args: Any) -> None:
+                del format, args  # quiet: pytest shows the test's own output
+
+        return Handler
