@@ -70,7 +70,7 @@ async def test_structured_output_and_settings(client: Client, anthropic_env: Fak
     async with towline_worker(client, [agent]) as (tc, queue):
         result = await run(tc, agent, "20 + 22?", task_queue=queue)
 
-    assert result.output == {"total": 42}
+    assert result.output == Sum(total=42)
     [body] = anthropic_env.bodies()
     assert body["max_tokens"] == 4096  # the API requires it: a default fills it
     assert (body["temperature"], body["top_k"]) == (0.5, 5)

@@ -62,7 +62,7 @@ async def test_structured_output_through_the_output_tool(client: Client, openai_
     async with towline_worker(client, [agent]) as (tc, queue):
         result = await run(tc, agent, "2 + 3?", task_queue=queue)
 
-    assert result.output == {"total": 5}
+    assert result.output.model_dump() == {"total": 5}
     [request] = openai_env.bodies()
     [offered] = request["tools"]
     assert offered["function"]["name"] == "final_result"

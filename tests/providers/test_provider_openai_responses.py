@@ -73,7 +73,7 @@ async def test_structured_output(client: Client, openai_env: FakeProvider) -> No
                   output_type=Sum, model_retry_policy=QUICK)
     async with towline_worker(client, [agent]) as (tc, queue):
         result = await run(tc, agent, "4 + 5?", task_queue=queue)
-    assert result.output == {"total": 9}
+    assert result.output.model_dump() == {"total": 9}
     assert [t["name"] for t in openai_env.bodies()[0]["tools"]] == ["final_result"]
 
 
