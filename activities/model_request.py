@@ -23,6 +23,7 @@ from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
 from .io import ModelActivityInput
+from .telemetry import note_request_messages
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 
@@ -52,6 +53,7 @@ class ModelActivities:
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
         messages = await self._messages(req)
+        note_request_messages(messages)
         try:
             response = await model.request(messages, info)
         except ModelHTTPError as e:

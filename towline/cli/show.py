@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
 )
+from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import (
@@ -33,6 +34,7 @@ from towline.cli.common import (
     workflow_url,
 )
 from towline.client import run_error
+from towline.codec import ENCODING, KEY_ENV
 from towline.ledger import MEMO_KEY, decode_counters
 from towline.messages import MESSAGES, Message, ModelRequest, Usage
 from towline.results import Counters, RunResult
@@ -112,12 +114,17 @@ def _when(value: datetime | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
-def _memo_counters(desc: WorkflowExecutionDescription) -> Counters | None:
+async def _memo_counters(desc: WorkflowExecutionDescription, codec: PayloadCodec | None) -> Counters | None:
     fields = desc.raw_description.workflow_execution_info.memo.fields
     if MEMO_KEY not in fields:
         return None
+    payload = fields[MEMO_KEY]
+    if payload.metadata.get("encoding") == ENCODING and codec is None:
+        raise CliError(f"run {desc.id!r} is encrypted: pass --encrypt, with the key in {KEY_ENV}")
     try:
-        return decode_counters(fields[MEMO_KEY])
+        if codec is not None:
+            [payload] = await codec.decode([payload])
+        return decode_counters(payload)
     except Exception:  # noqa: BLE001 - an unreadable memo is shown as absent, not as a crash
         return None
 
@@ -185,7 +192,7 @@ async def _read_failed(view: _View, handle: WorkflowHandle[Any, Any]) -> None:
 
 async def show_command(args: Any) -> int:
     """`towline show WORKFLOW_ID`."""
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client = await connect_client(target)
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
     desc = await _describe(handle)
@@ -197,7 +204,7 @@ async def show_command(args: Any) -> int:
         f"Status    {status}",
         f"Queue     {desc.task_queue}",
         f"Started   {_when(desc.start_time)}   Closed {_when(desc.close_time)}",
-    ], counters=_memo_counters(desc))
+    ], counters=await _memo_counters(desc, client.data_converter.payload_codec))
     url = workflow_url(ui_base(target, args.ui_url), target.namespace, desc.id)
     if url:
         view.header.append(f"UI        {url}")

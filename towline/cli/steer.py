@@ -27,7 +27,7 @@ async def _update(handle: WorkflowHandle[Any, Any], name: str, call_id: str, rea
 async def decision_command(args: Any) -> int:
     """`towline approve|reject WORKFLOW_ID CALL_ID`: execute the workflow's update."""
     name: str = args.command
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client: Client = await connect_client(target)
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(args.workflow_id)
     try:
