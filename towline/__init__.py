@@ -8,6 +8,7 @@ runtime-owned counters exactly as the runtime confirmed them.
 from towline.agent import Agent
 from towline.capabilities.base import Capability, Middleware
 from towline.capabilities.state import ModelCallRequest, ModelRequestState
+from towline.codec import EncryptionCodec, KeyProvider
 from towline.errors import (
     CapabilityViolation,
     ConfigurationError,
@@ -77,4 +78,6 @@ __all__ = [
     "RunFailure",
     "CapabilityViolation",
     "ConfigurationError",
+    "EncryptionCodec",
+    "KeyProvider",
 ]
