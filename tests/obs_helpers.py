@@ -3,19 +3,14 @@ receiver on loopback, span trees, Prometheus scrapes, and a lock for fixed READM
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import gzip
-import os
-import re
-import signal
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,14 +44,6 @@ __all__ = [
     "fixed_ports",
     "trace_of",
     "wait_for",
-    "Done",
-    "readme_commands",
-    "cli_env",
-    "readme",
-    "readme_process",
-    "stop_process",
-    "read_until",
-    "running",
     "http",
 ]
 
@@ -293,112 +280,7 @@ def wait_for(probe: Any, what: str, timeout: float = 60) -> Any:
     raise AssertionError(f"never observed: {what}")
 
 
-# --- README commands, run exactly as written (the shape of tests/readme.py) ------------------
-
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-
-
-@dataclass
-class Done:
-    """A finished command."""
-
-    code: int
-    out: str
-    err: str
-
-
-def readme_commands() -> list[str]:
-    """Every command in the README's ```sh blocks (comments stripped, continuations joined)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    commands: list[str] = []
-    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
-        for line in re.sub(r"[ \t]*\\\n\s*", " ", block).splitlines():
-            command = re.sub(r"\s+#.*$", "", line.strip())
-            if command and not command.startswith("#"):
-                commands.append(command)
-    return commands
-
-
-def cli_env(address: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A clean environment: no inherited TEMPORAL_*/TOWLINE_*/OTEL_* settings; the repo importable."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TEMPORAL_", "TOWLINE_", "OTEL_", "VIRTUAL_ENV"))}
-    if address is not None:
-        env["TEMPORAL_ADDRESS"] = address
-        env["TEMPORAL_NAMESPACE"] = "default"
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
-    env.update(extra or {})
-    return env
-
-
-async def readme(command: str, *, env: dict[str, str], cwd: Path = REPO, timeout: float = 90) -> Done:
-    """Run a README command exactly as written (through bash) and wait for it."""
-    assert command in readme_commands(), f"not a README command: {command!r}"
-    proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=cwd, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        stop_process(proc, signal.SIGKILL)
-        await proc.wait()
-        raise AssertionError(f"{command!r} did not finish within {timeout}s") from None
-    assert proc.returncode is not None
-    return Done(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
-
-
-async def readme_process(command: str, *, env: dict[str, str],
-                         cwd: Path = REPO) -> asyncio.subprocess.Process:
-    """Start a long-running README command exactly as written (its own process group)."""
-    assert command in readme_commands(), f"not a README command: {command!r}"
-    return await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=cwd, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
-
-
-def stop_process(proc: asyncio.subprocess.Process, sig: int = signal.SIGINT) -> None:
-    """Signal the process group we started (by its id, never by name)."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-
-
-async def read_until(stream: asyncio.StreamReader | None, marker: str, timeout: float = 90) -> str:
-    """Read lines until one contains `marker`; returns everything read."""
-    assert stream is not None
-    seen = ""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while marker not in seen:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise AssertionError(f"{marker!r} not seen within {timeout}s; got:\n{seen}")
-        line = await asyncio.wait_for(stream.readline(), remaining)
-        if not line:
-            raise AssertionError(f"the process ended before {marker!r}; it said:\n{seen}")
-        seen += line.decode(errors="replace")
-    return seen
-
-
-@contextlib.asynccontextmanager
-async def running(command: str, *, env: dict[str, str], ready: str,
-                  cwd: Path = REPO) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """A long-running README command, until the block ends (SIGINT, then SIGKILL)."""
-    proc = await readme_process(command, env=env, cwd=cwd)
-    try:
-        said = await read_until(proc.stderr, ready)
-        yield proc, said
-    finally:
-        stop_process(proc, signal.SIGINT)
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            stop_process(proc, signal.SIGKILL)
-            await proc.wait()
+# --- HTTP ----------------------------------------------------------------------------------
 
 
 def http(url: str, body: bytes | None = None,

@@ -9,45 +9,46 @@ the README's fixed ports hold a machine-wide lock, so concurrent suites never co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from google.protobuf import json_format
 from obs_helpers import (
     OtlpReceiver,
-    cli_env,
     fixed_ports,
     http,
     metric_value,
-    readme,
-    running,
     trace_of,
     tree_lines,
     wait_for,
 )
+from readme import cli_env, read_until, readme, readme_process, stop_process
 from temporalio.api.common.v1 import Payloads
 from temporalio.client import Client
 
 from towline.codec import ENCODING
 from towline.devserver import temporal_binary
 
-WORKER_TRACED = "towline worker --agent examples.calculator:agent --otel-endpoint http://localhost:4318"
-RUN_TRACED = ('towline run examples.calculator:agent "What is 2 plus 3 and 6 times 7?" --no-worker '
-              "--otel-endpoint http://localhost:4318")
-WORKER_METRICS = "towline worker --agent examples.calculator:agent --metrics-port 9464"
-SCRAPE = "curl -s http://127.0.0.1:9464/metrics"
-RUN_PLAIN = 'towline run examples.calculator:agent "What is 6 times 7?" --no-worker'
-GENERATE_KEY = "towline codec-server --generate-key"
-WORKER_ENCRYPTED = "towline worker --agent examples.calculator:agent --encrypt"
-RUN_ENCRYPTED = ('towline run examples.calculator:agent "What is 6 times 7?" --no-worker --encrypt '
-                 "--id calc-secret")
-SHOW_ENCRYPTED = "towline show calc-secret --encrypt"
-CODEC_SERVER = "towline codec-server --port 8234 --ui-origin http://localhost:8233"
-TEMPORAL_SHOW = "temporal workflow show --workflow-id calc-secret --codec-endpoint http://localhost:8234"
-DEV_ENCRYPTED = "towline dev --agent examples.calculator:agent --encrypt"
 READY = "Ctrl-C stops"
+
+
+@contextlib.asynccontextmanager
+async def serving(proc: asyncio.subprocess.Process) -> AsyncIterator[str]:
+    """A long-running README command until the block ends; yields what it said when ready."""
+    try:
+        yield await read_until(proc.stderr, READY)
+    finally:
+        stop_process(proc, signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            stop_process(proc, signal.SIGKILL)
+            await proc.wait()
 
 
 async def command(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -62,9 +63,13 @@ async def command(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 async def test_tracing_commands(target: str) -> None:
     env = cli_env(target)
     with fixed_ports(), OtlpReceiver(port=4318) as receiver:
-        async with running(WORKER_TRACED, env=env, ready=READY) as (_, said):
+        async with serving(await readme_process(
+                "towline worker --agent examples.calculator:agent --otel-endpoint http://localhost:4318",
+                env=env)) as said:
             assert "http://localhost:4318  (OTLP/HTTP traces)" in said
-            done = await readme(RUN_TRACED, env=env)
+            done = await readme(
+                'towline run examples.calculator:agent "What is 2 plus 3 and 6 times 7?" '
+                "--no-worker --otel-endpoint http://localhost:4318", env=env)
             assert done.code == 0, done.err
             assert done.out.strip() == "2 plus 3 is 5; 6 times 7 is 42."
         # the worker flushed its spans when it stopped; the run's client sent its own
@@ -103,11 +108,14 @@ async def test_tracing_commands(target: str) -> None:
 async def test_metrics_commands(target: str) -> None:
     env = cli_env(target)
     with fixed_ports():
-        async with running(WORKER_METRICS, env=env, ready=READY) as (_, said):
+        async with serving(await readme_process(
+                "towline worker --agent examples.calculator:agent --metrics-port 9464",
+                env=env)) as said:
             assert "http://127.0.0.1:9464/metrics  (Prometheus)" in said
-            done = await readme(RUN_PLAIN, env=env)
+            done = await readme(
+                'towline run examples.calculator:agent "What is 6 times 7?" --no-worker', env=env)
             assert done.code == 0 and done.out.strip() == "6 times 7 is 42.", done.err
-            scraped = await readme(SCRAPE, env=env)
+            scraped = await readme("curl -s http://127.0.0.1:9464/metrics", env=env)
     assert scraped.code == 0
     text = scraped.out
     assert metric_value(text, "towline_runs_started", agent="calculator") == 1
@@ -123,14 +131,17 @@ async def test_metrics_commands(target: str) -> None:
 
 
 async def test_encryption_commands(target: str, client: Client) -> None:
-    key = await readme(GENERATE_KEY, env=cli_env(None))
+    key = await readme("towline codec-server --generate-key", env=cli_env())
     assert key.code == 0 and len(key.out.strip()) == 44  # 32 bytes, base64
-    env = cli_env(target, {"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
-    async with running(WORKER_ENCRYPTED, env=env, ready=READY) as (_, said):
+    env = cli_env(target, extra={"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
+    async with serving(await readme_process(
+            "towline worker --agent examples.calculator:agent --encrypt", env=env)) as said:
         assert "payloads encrypted with key id k-" in said
-        done = await readme(RUN_ENCRYPTED, env=env)
+        done = await readme(
+            'towline run examples.calculator:agent "What is 6 times 7?" --no-worker --encrypt '
+            "--id calc-secret", env=env)
         assert done.code == 0 and done.out.strip() == "6 times 7 is 42.", done.err
-    shown = await readme(SHOW_ENCRYPTED, env=env)
+    shown = await readme("towline show calc-secret --encrypt", env=env)
     assert shown.code == 0, shown.err
     assert "user       What is 6 times 7?" in shown.out
     assert "tool_calls           1" in shown.out
@@ -144,9 +155,13 @@ async def test_encryption_commands(target: str, client: Client) -> None:
     blob = b"".join(e.SerializeToString() for e in history.events)
     assert b"6 times 7" not in blob and ENCODING in blob
     with fixed_ports():
-        async with running(CODEC_SERVER, env=env, ready=READY) as (_, said):
+        async with serving(await readme_process(
+                "towline codec-server --port 8234 --ui-origin http://localhost:8233",
+                env=env)) as said:
             assert "auth off" in said
-            shown = await readme(TEMPORAL_SHOW, env=env)
+            shown = await readme(
+                "temporal workflow show --workflow-id calc-secret "
+                "--codec-endpoint http://localhost:8234", env=env)
     assert shown.code == 0, shown.err
     result = re.search(r"Result\s+(\{.*\})", shown.out)
     assert result is not None, shown.out
@@ -157,16 +172,20 @@ async def test_encryption_commands(target: str, client: Client) -> None:
 
 
 async def test_dev_serves_a_codec_server_to_its_ui(tmp_path: Path) -> None:
-    key = await readme(GENERATE_KEY, env=cli_env(None))
-    env = cli_env(None, {"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
+    key = await readme("towline codec-server --generate-key", env=cli_env())
+    env = cli_env(extra={"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
     with fixed_ports():
-        async with running(DEV_ENCRYPTED, env=env, ready=READY, cwd=tmp_path) as (_, said):
+        async with serving(await readme_process(
+            "towline dev --agent examples.calculator:agent --encrypt", env=env,
+            cwd=tmp_path)) as said:
             address = re.search(r"^Temporal server\s+(\S+)\s+\(namespace", said, re.MULTILINE)
             ui = re.search(r"^Temporal UI\s+(http\S+)", said, re.MULTILINE)
             codec = re.search(r"^Codec server\s+(http\S+)", said, re.MULTILINE)
             assert address and ui and codec, said
-            run_env = cli_env(address.group(1), {"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
-            done = await readme(RUN_ENCRYPTED, env=run_env, cwd=tmp_path)
+            run_env = cli_env(address.group(1), extra={"TOWLINE_ENCRYPTION_KEY": key.out.strip()})
+            done = await readme(
+                'towline run examples.calculator:agent "What is 6 times 7?" --no-worker --encrypt '
+                "--id calc-secret", env=run_env, cwd=tmp_path)
             assert done.code == 0 and done.out.strip() == "6 times 7 is 42.", done.err
             # the UI is configured with the codec endpoint ...
             status, _, settings = http(f"{ui.group(1)}/api/v1/settings")
