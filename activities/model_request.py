@@ -27,6 +27,7 @@ from .guard import require_agent_run
 from .io import ModelActivityInput
 from .model_errors import UNKNOWN_MODEL, activity_error, heartbeating
 from .providers import is_provider_model, provider_model
+from .telemetry import note_request_messages
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 
@@ -58,6 +59,7 @@ class ModelActivities:
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
         messages = await self._messages(req)
+        note_request_messages(messages)
         try:
             response = await heartbeating(model.request(messages, info))
         except Exception as e:

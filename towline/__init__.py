@@ -8,6 +8,7 @@ runtime-owned counters exactly as the runtime confirmed them.
 from towline.agent import Agent
 from towline.capabilities.base import Capability, Middleware
 from towline.capabilities.state import ModelCallRequest, ModelRequestState
+from towline.codec import EncryptionCodec, KeyProvider
 from towline.errors import (
     Cancelled,
     CapabilityViolation,
@@ -106,4 +107,7 @@ __all__ = [
     "UnknownAgent",
     "InvalidRunInput",
     "InternalError",
+    # data protection
+    "EncryptionCodec",
+    "KeyProvider",
 ]

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
 
 from towline.agent import Agent
+from towline.codec import EncryptionCodec
 from towline.errors import RunError
 from towline.messages import Message
 from towline.models import Model
@@ -47,10 +48,17 @@ async def connect(
     *,
     agents: Sequence[Agent] = (),
     models: dict[str, Model] | None = None,
+    encryption: EncryptionCodec | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """Connect with towline's plugin (data converter; agents for workers built from it)."""
+    """Connect with towline's plugin (data converter; agents for workers built from it).
+
+    `encryption` encrypts payloads (`towline.codec`); `plugins` go before towline's
+    (e.g. `towline.observability.tracing_plugin()`).
+    """
     return await Client.connect(
-        **connect_config(address, namespace), plugins=[TowlinePlugin(agents, models)]
+        **connect_config(address, namespace),
+        plugins=[*plugins, TowlinePlugin(agents, models, encryption=encryption)],
     )
 
 
@@ -60,16 +68,24 @@ def with_towline(
     models: Mapping[str, Model] | None = None,
     *,
     allowed_models: Sequence[str] = (),
+    encryption: EncryptionCodec | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
     A `TowlinePlugin` the client already carries is replaced, not joined: two would
-    register every activity twice and the worker would refuse to start.
+    register every activity twice and the worker would refuse to start. Its
+    encryption is kept unless `encryption` is given; `plugins` are added before it.
     """
     config = client.config()
-    others = [p for p in config.get("plugins", []) if not isinstance(p, TowlinePlugin)]
-    config["plugins"] = [*others, TowlinePlugin(agents, dict(models or {}),
-                                                allowed_models=allowed_models)]
+    existing = list(config.get("plugins", []))
+    for p in existing:
+        if isinstance(p, TowlinePlugin) and encryption is None:
+            encryption = p.encryption
+    others = [p for p in existing if not isinstance(p, TowlinePlugin)]
+    config["plugins"] = [*others, *plugins,
+                         TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models,
+                                       encryption=encryption)]
     return Client(**config)
 
 

@@ -231,12 +231,14 @@ class DevServerProcess:
         startup_timeout: float = 30.0,
         log_path: Path | None = None,
         lock: StateLock | None = None,
+        ui_codec_endpoint: str | None = None,
     ) -> None:
         """Configure (but do not start) the server; ``ui_port=None`` runs it headless.
 
         Server output is appended to ``log_path`` (default: a new temporary file). On
         Linux the server dies with the process that started it. A held ``lock`` is
         inherited by the server, so its state folder stays locked while it lives.
+        ``ui_codec_endpoint`` is the codec server the UI decodes payloads with.
         """
         self.lock = lock
         self.db_path = db_path
@@ -251,6 +253,7 @@ class DevServerProcess:
             os.close(fd)
             log_path = Path(log_name)
         self.log_path = log_path
+        self.ui_codec_endpoint = ui_codec_endpoint
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -291,6 +294,8 @@ class DevServerProcess:
             cmd.append("--headless")
         else:
             cmd += ["--ui-port", str(self.ui_port)]
+            if self.ui_codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in self.search_attributes:
             cmd += ["--search-attribute", f"{key.name}={_CLI_TYPE_NAMES[key.indexed_value_type]}"]
         return cmd

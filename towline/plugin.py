@@ -5,6 +5,11 @@ it too) or to `Worker(..., plugins=[...])`. It registers `AgentRun`, the model
 activity, one activity per tool, the pydantic data converter, the sandbox
 passthrough for towline and its dependencies, and the run failure types; when
 a worker starts it registers the towline search attributes (idempotently).
+
+`encryption=` adds an `EncryptionCodec` (see `towline.codec`): every payload
+(inputs, model and tool I/O, memo, results, failure messages and details) is
+encrypted before it reaches the server. Workers also get `ActivityTelemetry`,
+towline's GenAI spans and metrics around model and tool activities.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
+from towline.activities.telemetry import ActivityTelemetry
 from towline.agent import Agent, register_agents
-from towline.converter import TowlinePayloadConverter, failure_converter_for
+from towline.codec import EncryptionCodec, KeyProvider
+from towline.converter import (
+    TowlineEncodedFailureConverter,
+    TowlineFailureConverter,
+    TowlinePayloadConverter,
+    failure_converter_for,
+)
 from towline.errors import ConfigurationError, RunFailure
 from towline.model_access import register_model_access
 from towline.models import Model
@@ -36,7 +48,7 @@ _log = logging.getLogger("towline")
 
 PASSTHROUGH_MODULES = (
     "towline", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
-    "typing_inspection", "google.protobuf",
+    "typing_inspection", "google.protobuf", "opentelemetry",
 )
 
 
@@ -46,14 +58,43 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
-def _converter(existing: DataConverter | None) -> DataConverter:
-    """towline's payload and failure converters, keeping any codec configured."""
+def _converter(existing: DataConverter | None, encryption: EncryptionCodec | None = None) -> DataConverter:
+    """towline's payload and failure converters, keeping any codec configured.
+
+    With `encryption`, that codec encodes payloads (replacing an earlier
+    `EncryptionCodec`, after any other codec) and failure messages travel encoded
+    too (Temporal's encoded failure attributes), since they may quote content.
+    """
     base = existing or DataConverter()
-    failures = failure_converter_for(base.failure_converter_class)
-    if base.payload_converter_class is TowlinePayloadConverter and base.failure_converter_class is failures:
+    codec = base.payload_codec
+    failure_class = base.failure_converter_class
+    if encryption is not None:
+        if codec is None or isinstance(codec, EncryptionCodec):
+            codec = encryption
+        elif not (isinstance(codec, _Chain) and codec.outer is encryption):
+            codec = _Chain(codec, encryption)
+        if failure_class in (DefaultFailureConverter, TowlineFailureConverter):
+            failure_class = TowlineEncodedFailureConverter
+    failures = failure_converter_for(failure_class)
+    if (base.payload_converter_class is TowlinePayloadConverter and codec is base.payload_codec
+            and base.failure_converter_class is failures):
         return base
     return dataclasses.replace(base, payload_converter_class=TowlinePayloadConverter,
-                               failure_converter_class=failures)
+                               payload_codec=codec, failure_converter_class=failures)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chain(PayloadCodec):
+    """A user's codec, then encryption (decoding in the reverse order)."""
+
+    inner: PayloadCodec
+    outer: EncryptionCodec
+
+    async def encode(self, payloads: Sequence[Any]) -> list[Any]:
+        return await self.outer.encode(await self.inner.encode(payloads))
+
+    async def decode(self, payloads: Sequence[Any]) -> list[Any]:
+        return await self.inner.decode(await self.outer.decode(payloads))
 
 
 def _with_agent_run(existing: Sequence[type] | None) -> Sequence[type]:
@@ -71,16 +112,22 @@ class TowlinePlugin(SimplePlugin):
         models: Mapping[str, Model] | None = None,
         *,
         allowed_models: Sequence[str] = (),
+        encryption: EncryptionCodec | KeyProvider | None = None,
     ) -> None:
         """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
         of further models a run's input may switch an agent to (`RunInput.model`; the
-        agent's own model and the registered names are always allowed)."""
+        agent's own model and the registered names are always allowed). `encryption`: an
+        `EncryptionCodec`, or the `KeyProvider` to build one from."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
         if isinstance(allowed_models, str):
             raise ConfigurationError("allowed_models is a list of patterns, not one string")
         self.allowed_models = tuple(allowed_models)
         self.tools = self._tool_registry()
+        if encryption is not None and not isinstance(encryption, EncryptionCodec):
+            encryption = EncryptionCodec(encryption)
+        self.encryption: EncryptionCodec | None = encryption
+        """The codec encrypting this client's or worker's payloads, if any."""
         activities: list[Callable[..., Any]] = [
             ModelActivities(self.models).model_request,
             search_attributes,
@@ -88,9 +135,10 @@ class TowlinePlugin(SimplePlugin):
         ]
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
-            data_converter=_converter,
+            data_converter=lambda existing: _converter(existing, self.encryption),
             workflows=_with_agent_run,
             activities=activities,
+            interceptors=[ActivityTelemetry(self.models)],
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
         )
@@ -127,11 +175,13 @@ class TowlinePlugin(SimplePlugin):
         register_model_access(self.models, self.allowed_models, queue)
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
-        if client is not None and client.data_converter.payload_converter_class is not TowlinePayloadConverter:
+        if client is not None and (
+            converter := _converter(client.data_converter, self.encryption)
+        ) is not client.data_converter:
             # A worker given the plugin directly, over a client without it: its payloads
-            # still need the pydantic converter (same connection, converted payloads).
+            # still need the pydantic converter (and the codec), on the same connection.
             client_config = client.config()
-            client_config["data_converter"] = _converter(client.data_converter)
+            client_config["data_converter"] = converter
             config["client"] = Client(**client_config)
         return config
 

@@ -19,6 +19,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 from towline import search_attributes as sa
+from towline import telemetry
 from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
 from towline.errors import (
@@ -112,8 +113,11 @@ class AgentRun(HookApi):
         run = self._run = self._start(agent, inp)
         run.registered_attributes = registered
         run.confirm()
+        if inp.resume is None:
+            telemetry.run_started(agent.name)
         try:
-            output = await self._loop(run, inp)
+            with telemetry.agent_span(agent.name, run.run_id):
+                output = await self._loop(run, inp)
             _check_fits(_result(run, output), "the run's result")
         except RunFailure as failure:
             raise self._fail(run, failure) from None
@@ -131,6 +135,7 @@ class AgentRun(HookApi):
                 workflow.logger.error("run failed without its partial: %s", inner)
             raise failure from None
         run.confirm("succeeded")
+        telemetry.run_ended(run.agent.name, None)
         self._ended = True  # from here on `send` is refused: no answer would ever come
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _result(run, output)
@@ -152,6 +157,7 @@ class AgentRun(HookApi):
         self, failure: RunFailure, registered: frozenset[str], agent: str | None
     ) -> RunFailure:
         """A run that never started (bad input, unknown agent) still records that it failed."""
+        telemetry.run_ended(agent or "", type(failure).__name__)
         values: list[tuple[SearchAttributeKey[Any], Any]] = [(sa.STATUS, "failed")]
         if agent is not None:
             values.append((sa.AGENT, agent))
@@ -203,6 +209,7 @@ class AgentRun(HookApi):
         run.merge_reported_usage()
         run.pending_approvals.clear()
         run.confirm("failed")
+        telemetry.run_ended(run.agent.name, type(failure).__name__)
         return failure.with_partial(run.fitted_partial())
 
     async def _loop(self, run: Run, inp: RunInput) -> Any:
@@ -219,9 +226,11 @@ class AgentRun(HookApi):
             run.check_spend()  # e.g. tools' usage
             if self._should_continue_as_new(run, inp):
                 self._continue_as_new(run, inp)
-            outcome = await run_turn(run, run.counters.run_step + 1)
-            run.check_spend()
-            output = await self._route(run, outcome)
+            step = run.counters.run_step + 1
+            with telemetry.turn_span(run.agent.name, step):
+                outcome = await run_turn(run, step)
+                run.check_spend()
+                output = await self._route(run, outcome)
             if output is CONTINUE:
                 continue
             self._answers.append((self._consumed, output))

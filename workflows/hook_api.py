@@ -14,6 +14,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 
+from towline import telemetry
 from towline.errors import Cancelled, InternalError, runtime_failure
 from towline.messages import Usage
 from towline.tools import ToolCall, ToolContext
@@ -56,14 +57,18 @@ class HookApi:
             "requested_at": workflow.now().isoformat(),
         }
         run.confirm("waiting")
+        asked = workflow.now()
         try:
             await workflow.wait_condition(
                 lambda: call_id in self._decisions or self._cancelled, timeout=timeout
             )
         except TimeoutError:
             self._decisions[call_id] = ApprovalDecision(call_id=call_id, reason="approval timed out")
+            telemetry.approval_waited(run.agent.name, call.tool_name, "timeout", workflow.now() - asked)
             return self._settle(run, call_id, None)
         self._check_cancelled()
+        outcome = "approved" if call_id in self._approved else "rejected"
+        telemetry.approval_waited(run.agent.name, call.tool_name, outcome, workflow.now() - asked)
         return self._settle(run, call_id, self._decisions[call_id])
 
     def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:

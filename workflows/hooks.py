@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from towline import telemetry
 from towline.capabilities.base import CapabilityLike, cap_name, hook_of
 from towline.capabilities.state import (
     INTERNAL,
@@ -197,11 +198,12 @@ async def run_model_hooks(
         if fn is None:
             continue
         where = f"{cap_name(cap)}.{hook}"
-        try:
-            result = await maybe_await(fn(state))
-        except Exception as e:
-            raise hook_failure(e, where) from e
-        state = restore(_check_state(result, confirmed, where), confirmed, where)
+        with telemetry.hook_span(where):
+            try:
+                result = await maybe_await(fn(state))
+            except Exception as e:
+                raise hook_failure(e, where) from e
+            state = restore(_check_state(result, confirmed, where), confirmed, where)
     return state
 
 

@@ -23,6 +23,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
+from towline import telemetry
 from towline.activities.io import ENTERED_KEY, ToolActivityInput, ToolActivityResult
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.errors import (
@@ -130,6 +131,7 @@ async def run_tool_calls(
     _account(run, batch, selected)
     run.merge_reported_usage()
     run.record_returns([batch.returns[i] for i in range(len(calls))])
+    telemetry.tool_returns(run.agent.name, ((r.tool_name, r.status) for r in batch.returns.values()))
     run.confirm()
     if batch.failure is not None:
         raise batch.failure
@@ -206,7 +208,8 @@ async def _before_hooks(
             continue
         where = where_of(cap, "before_tool_execute")
         try:  # copies: editing them in place reaches neither the history nor the next hook
-            result = await maybe_await(fn(ctx.model_copy(deep=True), call.model_copy(deep=True)))
+            with telemetry.hook_span(where):
+                result = await maybe_await(fn(ctx.model_copy(deep=True), call.model_copy(deep=True)))
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
             return None
@@ -256,8 +259,9 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
             if fn is None:
                 continue
             try:  # copies: the hook observes; the confirmed record stays as it is
-                await maybe_await(fn(c.ctx.model_copy(deep=True), c.call.model_copy(deep=True),
-                                     batch.returns[c.index].model_copy(deep=True)))
+                with telemetry.hook_span(where_of(cap, "after_tool_execute")):
+                    await maybe_await(fn(c.ctx.model_copy(deep=True), c.call.model_copy(deep=True),
+                                         batch.returns[c.index].model_copy(deep=True)))
             except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
                 batch.fail(hook_failure(e, where_of(cap, "after_tool_execute")))
 
@@ -265,7 +269,8 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
 async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     tool, call = c.tool, c.call
     if tool.in_workflow:
-        return await _run_in_workflow(c)
+        with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
+            return await _run_in_workflow(c)
     inp = ToolActivityInput(args=call.args, ctx=c.ctx)
     try:
         res = await workflow.execute_activity(

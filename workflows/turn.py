@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from towline import telemetry
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.capabilities.state import (
     AgentView,
@@ -192,10 +193,11 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
 
 
 async def _call(fn: Callable[..., Any], where: str, *args: Any) -> Any:
-    try:
-        return await maybe_await(fn(*args))
-    except Exception as e:
-        raise hook_failure(e, where) from e
+    with telemetry.hook_span(where):
+        try:
+            return await maybe_await(fn(*args))
+        except Exception as e:
+            raise hook_failure(e, where) from e
 
 
 async def _call_chain(

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import run, runs, server, show, steer
+    from towline.cli import codec, run, runs, server, show, steer
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, runs, steer):
+    for module in (server, run, show, runs, steer, codec):
         module.register(sub)
     return parser
 

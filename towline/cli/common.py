@@ -23,6 +23,8 @@ from temporalio.service import RPCError
 
 from towline.agent import Agent
 from towline.client import connect, connect_config
+from towline.codec import KEY_ENV, EncryptionCodec
+from towline.errors import ConfigurationError
 
 __all__ = [
     "CliError",
@@ -35,6 +37,8 @@ __all__ = [
     "Target",
     "resolve_target",
     "connect_client",
+    "encryption",
+    "add_encrypt",
     "is_local",
     "port_free",
     "ui_base",
@@ -151,13 +155,25 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     return prompt
 
 
+def encryption(enabled: bool) -> EncryptionCodec | None:
+    """The codec `--encrypt` asks for (keys from `TOWLINE_ENCRYPTION_KEY`); None without it."""
+    if not enabled:
+        return None
+    try:
+        return EncryptionCodec()
+    except ConfigurationError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+
+
 class Target:
     """Where the CLI connects: address and namespace from envconfig plus overrides."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], encrypt: bool = False) -> None:
         self.config = config
         self.address: str = str(config.get("target_host"))
         self.namespace: str = str(config.get("namespace") or "default")
+        self.encryption: EncryptionCodec | None = encryption(encrypt)
+        """The codec of `--encrypt`, if given."""
 
     @property
     def host(self) -> str:
@@ -171,13 +187,16 @@ class Target:
         return int(tail) if ":" in self.address and tail.isdigit() else None
 
 
-def resolve_target(address: str | None, namespace: str | None) -> Target:
-    """Read Temporal's environment configuration (TEMPORAL_ADDRESS, profiles) with overrides."""
+def resolve_target(address: str | None, namespace: str | None, *, encrypt: bool = False) -> Target:
+    """Read Temporal's environment configuration (TEMPORAL_ADDRESS, profiles) with overrides.
+
+    `encrypt` (the `--encrypt` flag) makes clients of the target encrypt and decrypt payloads.
+    """
     try:
         config = connect_config(address, namespace)
     except Exception as e:  # noqa: BLE001 - a malformed temporal.toml or environment value
         raise CliError(f"cannot read the Temporal client configuration: {one_line(e)}") from None
-    return Target(config)
+    return Target(config, encrypt)
 
 
 def is_local(target: Target) -> bool:
@@ -186,12 +205,14 @@ def is_local(target: Target) -> bool:
 
 
 async def connect_client(
-    target: Target, agents: Sequence[Agent] = (), *, timeout: float = 5.0
+    target: Target, agents: Sequence[Agent] = (), *, timeout: float = 5.0, plugins: Sequence[Any] = ()
 ) -> Client:
     """A towline client of `target`; `CliError` if the server does not answer in `timeout`."""
     try:
         return await asyncio.wait_for(
-            connect(target.address, target.namespace, agents=agents), timeout=timeout
+            connect(target.address, target.namespace, agents=agents,
+                    encryption=target.encryption, plugins=plugins),
+            timeout=timeout,
         )
     except ValueError as e:  # the SDK's parse of the address
         raise CliError(f"invalid Temporal address {target.address!r} (expected HOST:PORT): "
@@ -292,6 +313,13 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
                        help="Temporal server address (default: TEMPORAL_ADDRESS or localhost:7233)")
     group.add_argument("--namespace", metavar="NS",
                        help="namespace (default: TEMPORAL_NAMESPACE or 'default')")
+    add_encrypt(group)
+
+
+def add_encrypt(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`--encrypt`: encrypt and decrypt payloads with the keys in TOWLINE_ENCRYPTION_KEY."""
+    parser.add_argument("--encrypt", action="store_true",
+                        help=f"encrypt payloads (and read encrypted runs) with the keys in {KEY_ENV}")
 
 
 def add_server(parser: argparse.ArgumentParser, what: str, port_default: str) -> None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecution
+from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import EXIT_USAGE, CliError, one_line
@@ -108,10 +109,10 @@ class RunRow:
     task_queue: str
 
     @classmethod
-    def of(cls, execution: WorkflowExecution) -> RunRow:
+    async def of(cls, execution: WorkflowExecution, codec: PayloadCodec | None) -> RunRow:
         """The row of a listed (or described) execution."""
         found = attributes(execution.typed_search_attributes)
-        counters = memo_counters(execution)  # where the namespace lacks the attributes
+        counters = await memo_counters(execution, codec)  # where the namespace lacks attributes
 
         def figure(name: str, fallback: int | None) -> int | None:
             value = found.get(name)
@@ -168,7 +169,8 @@ async def list_runs(client: Client, query: str, limit: int) -> list[RunRow]:
     That order is Temporal's own (the UI's): live runs first, newest first, then closed
     runs, most recently closed first.
     """
-    return [RunRow.of(e) for e in await _executions(client, query, limit)]
+    codec = client.data_converter.payload_codec
+    return [await RunRow.of(e, codec) for e in await _executions(client, query, limit)]
 
 
 async def _each(items: Sequence[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:
@@ -210,7 +212,8 @@ async def stuck_runs(client: Client, query: str, limit: int) -> list[StuckRun]:
             failure = await task_failure(client, desc)
         except (CliError, RPCError):
             return None  # closed or gone since it was listed
-        return StuckRun(RunRow.of(desc), failure) if failure is not None else None
+        row = await RunRow.of(desc, client.data_converter.payload_codec)
+        return StuckRun(row, failure) if failure is not None else None
 
     found = [s for s in await _each(live, check) if s is not None]
     return found[:limit]

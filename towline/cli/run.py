@@ -47,10 +47,13 @@ from towline.cli.server import (
     DEFAULT_UI_PORT,
     GRACEFUL_SHUTDOWN,
     Embedded,
+    Observability,
+    add_tracing_option,
     choose_port,
     say,
     start_embedded,
     stop_event,
+    tracing,
 )
 from towline.client import run_error, start_run, with_towline
 from towline.ledger import format_cost
@@ -227,11 +230,12 @@ def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
 
 
 async def _connect_or_embed(
-    args: Any, target: Target, agent: Agent, stack: AsyncExitStack
+    args: Any, target: Target, agent: Agent, stack: AsyncExitStack, obs: Observability
 ) -> tuple[Client, str | None, Embedded | None]:
     """A client of the configured server, or of an embedded one started because none answers."""
     try:
-        client = await connect_client(target, [agent], timeout=args.connect_timeout)
+        client = await connect_client(target, [agent], timeout=args.connect_timeout,
+                                      plugins=obs.plugins)
         return client, ui_base(target, args.ui_url), None
     except CliError as unreachable:
         if not is_local(target) or unreachable.code == 2:  # remote, or not an address at all
@@ -249,7 +253,9 @@ async def _connect_or_embed(
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
-    return with_towline(embedded.client, [agent]), embedded.ui_url, embedded
+    client = with_towline(embedded.client, [agent], encryption=target.encryption,
+                          plugins=obs.plugins)
+    return client, embedded.ui_url, embedded
 
 
 async def _duplicate(client: Client, workflow_id: str, allowed: bool) -> CliError:
@@ -290,10 +296,12 @@ async def run_command(args: Any) -> int:
     agent = load_agent(args.agent)
     prompt = read_prompt(args.prompt, args.prompt_file)
     limits = _limits(agent, args.max_steps)
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    obs = tracing(args.otel_endpoint, Observability())
     stop = stop_event()
     async with AsyncExitStack() as stack:
-        client, base, embedded = await _connect_or_embed(args, target, agent, stack)
+        stack.callback(obs.flush)  # the run's spans reach the collector before we exit
+        client, base, embedded = await _connect_or_embed(args, target, agent, stack, obs)
         if args.model:  # the in-process worker allows the model it was asked to run
             client = with_towline(client, [agent], allowed_models=[args.model])
         if not args.no_worker:
@@ -381,6 +389,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="base URL of the Temporal UI (default: TOWLINE_UI_URL, or derived)")
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
                    help="how long to try reaching the server before embedding one (default: 3)")
+    add_tracing_option(p)
     add_connection(p)
     add_server(p, "only if no server answers", "the configured address's port")
     p.set_defaults(handler=run_command)

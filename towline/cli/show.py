@@ -78,7 +78,7 @@ def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]
 
 async def show_command(args: Any) -> int:
     """`towline show WORKFLOW_ID`."""
-    target = resolve_target(args.address, args.namespace)
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client = await connect_client(target)
     details = await read_run(client, args.workflow_id)
     now = datetime.now(UTC)

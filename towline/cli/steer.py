@@ -106,7 +106,8 @@ async def decision_command(args: Any) -> int:
     from towline.workflows import ApprovalDecision
 
     name: str = args.command
-    client = await connect_client(resolve_target(args.address, args.namespace))
+    client = await connect_client(resolve_target(args.address, args.namespace,
+                                                 encrypt=args.encrypt))
     handle, desc = await _live(client, args.workflow_id, name)
     await _require_worker(client, desc, name)
     decision = ApprovalDecision(call_id=args.call_id, reason=args.reason)
@@ -126,7 +127,7 @@ async def send_command(args: Any) -> int:
 
     if not args.message.strip():
         raise CliError("the message is empty", 2)
-    client = await connect_client(resolve_target(args.address, args.namespace))
+    client = await connect_client(resolve_target(args.address, args.namespace, encrypt=args.encrypt))
     handle, desc = await _live(client, args.workflow_id, "send to")
     await _require_worker(client, desc, "send")
     update = await _accepted(client, handle, desc, "send", SendInput(content=args.message),
@@ -150,7 +151,7 @@ async def send_command(args: Any) -> int:
 
 async def cancel_command(args: Any) -> int:
     """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
-    client = await connect_client(resolve_target(args.address, args.namespace))
+    client = await connect_client(resolve_target(args.address, args.namespace, encrypt=args.encrypt))
     handle, desc = await _live(client, args.workflow_id, "cancel")
     try:
         await handle.signal("cancel")
