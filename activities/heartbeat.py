@@ -26,7 +26,10 @@ from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 
 from .io import ENTERED_KEY
 
-__all__ = ["heartbeating", "with_heartbeats", "mark_entered", "entered_before", "ENTERED_KEY", "UNCERTAIN"]
+__all__ = [
+    "heartbeating", "with_heartbeats", "mark_entered", "entered_before", "record_now", "ENTERED_KEY",
+    "UNCERTAIN",
+]
 
 UNCERTAIN = "UncertainToolEffect"
 """Error type of an attempt that refused to run because an earlier one may have taken effect."""
@@ -78,8 +81,14 @@ async def mark_entered() -> dict[str, int]:
     A heartbeat sent as a direct RPC, so that it is on the server before the tool
     runs (the SDK's own heartbeats are sent in the background, unacknowledged).
     """
+    detail = {ENTERED_KEY: activity.info().attempt}
+    await record_now(detail)
+    return detail
+
+
+async def record_now(detail: dict[str, Any]) -> None:
+    """Record `detail` as this attempt's heartbeat details on the server, acknowledged."""
     info = activity.info()
-    detail = {ENTERED_KEY: info.attempt}
     client = activity.client()
     payloads = await client.data_converter.encode([detail])
     await client.workflow_service.record_activity_task_heartbeat(
@@ -89,4 +98,3 @@ async def mark_entered() -> dict[str, int]:
         ),
         retry=True, timeout=timedelta(seconds=10),
     )
-    return detail

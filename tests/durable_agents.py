@@ -285,9 +285,10 @@ class WorkerProcess:
     """`tests/worker_main.py` as a child process that a test can SIGKILL and replace."""
 
     def __init__(self, address: str, task_queue: str, root: Path, namespace: str = "default",
-                 die_before: str | None = None) -> None:
+                 die_before: str | None = None, agents: str = "durable_agents:AGENTS") -> None:
         self.die_before = die_before
         self.address = address
+        self.agents = agents
         self.task_queue = task_queue
         self.root = root
         self.namespace = namespace
@@ -299,7 +300,7 @@ class WorkerProcess:
         env = {**os.environ, EFFECTS_ENV: str(self.root)}
         command = [
             sys.executable, str(WORKER_MAIN), "--address", self.address,
-            "--task-queue", self.task_queue, "--namespace", self.namespace,
+            "--task-queue", self.task_queue, "--namespace", self.namespace, "--agents", self.agents,
         ]
         if self.die_before:
             command += ["--die-before", self.die_before]

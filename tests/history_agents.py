@@ -14,9 +14,11 @@ they are deterministic so that re-recording gives the same conversations.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,6 +28,7 @@ from towline import (
     Agent,
     Capability,
     Limits,
+    MCPServer,
     Middleware,
     ModelRequestState,
     ModelSettings,
@@ -261,6 +264,30 @@ approval_agent = Agent(
 )
 
 
+# --- tools from an MCP server, listed before every turn ------------------------------------------
+
+
+def mcp_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Two MCP calls, then one the server reports as an error (isError), then the answer."""
+    if info.run_step == 1:
+        return _calls(("hist_add", {"a": 2, "b": 3}), ("hist_echo", {"text": "hi"}))
+    if info.run_step == 2:
+        return _calls(("hist_fail", {"message": "no"}))
+    return "; ".join(f"{r.tool_name}={r.status}" for r in _returns(messages))
+
+
+mcp_agent = Agent(
+    name="history-mcp", model=FunctionModel(mcp_script, model_name="history-mcp"),
+    mcp_servers=[MCPServer(
+        name="hist", command=sys.executable,
+        args=[str(Path(__file__).with_name("mcp_servers.py")), "stdio",
+              "--dir", "${TMPDIR:-/tmp}/towline-history-mcp"],
+        tools=["add", "echo", "fail"],
+    )],
+    mcp_list_tools="per_turn",
+)
+
+
 async def _eventually(probe: Callable[[], Awaitable[bool]]) -> None:
     for _ in range(400):
         if await probe():
@@ -298,6 +325,7 @@ HISTORY_AGENTS = [
     tools_agent, capability_agent, middleware_agent, structured_agent, failing_agent,
     ticking_agent,
     approval_agent,
+    mcp_agent,
 ]
 """Every agent a committed history names."""
 
@@ -325,5 +353,6 @@ RECORDINGS = [
         "history-approval", RunInput(agent="history-approval", prompt="pay", session=True),
         interact=approve_one_reject_one_then_chat,
     ),
+    Recording("history-mcp", RunInput(agent="history-mcp", prompt="use the server")),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

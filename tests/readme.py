@@ -2,7 +2,8 @@
 
 Every command in a ```sh block of README.md is a promise to the user. Tests run them with
 `readme(...)` (wait for the exit) or `readme_process(...)` (long-running: `towline dev`,
-`towline worker`, ...), passing the command text verbatim; both refuse a command the README
+`towline worker`, ...), or `readme_stdio(...)` (a stdio MCP server, for the `mcp` SDK's client
+to launch), passing the command text verbatim; all refuse a command the README
 does not show, so a test cannot drift from the manual. `test_readme_commands.py` checks the
 other direction: every README command is run by some test (found by reading the test
 sources), except the few listed in `NOT_RUNNABLE_HERE` with the reason.
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -35,6 +37,7 @@ __all__ = [
     "readme_commands",
     "readme",
     "readme_process",
+    "readme_stdio",
     "stop_process",
     "read_until",
     "cli_env",
@@ -139,6 +142,15 @@ async def readme_process(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
+
+
+def readme_stdio(command: str, *, env: Mapping[str, str], cwd: Path = REPO) -> Any:
+    """`StdioServerParameters` that make an MCP client launch a README command exactly as written
+    (through `bash -c`, like the others) and speak MCP over its stdin and stdout."""
+    _check(command)
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command="bash", args=["-c", command], env=dict(env), cwd=str(cwd))
 
 
 def stop_process(proc: asyncio.subprocess.Process, sig: int = signal.SIGINT) -> None:

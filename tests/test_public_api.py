@@ -24,6 +24,7 @@ DESIGN_NAMES = {
     ],
     "towline.ledger": ["counters_from_history", "RunCounters"],
     "towline.workflows": ["AgentRun", "call_model", "current_run"],
+    "towline.mcp": ["MCPServer", "MCPTool", "MCPToolSpec"],
 }
 
 FAILURE_REASONS = [

@@ -2,8 +2,8 @@
 
 `tests/readme.py` refuses a command the README does not show; the first test here checks the
 other direction by reading the test sources: every ```sh command of the README is passed,
-verbatim, to `readme(...)` or `readme_process(...)` somewhere in `tests/`. So a README
-command that no test runs, or a refactor that breaks one, fails CI.
+verbatim, to `readme(...)`, `readme_process(...)` or `readme_stdio(...)` somewhere in `tests/`.
+So a README command that no test runs, or a refactor that breaks one, fails CI.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _exercised() -> set[str]:
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            if name not in ("readme", "readme_process"):
+            if name not in ("readme", "readme_process", "readme_stdio"):
                 continue
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):

@@ -3,7 +3,8 @@
 `tests/histories/` holds histories recorded by `scripts/record_history.py` from
 the agents in `tests/history_agents.py`: tools with a retry, a capability with
 before/after hooks, a middleware with state and a jump, structured output, a
-failed run, and a run that continued-as-new. A workflow change that alters the
+failed run, a run that continued-as-new, an approval session, and a run whose
+tools come from an MCP server (listed before every turn). A workflow change that alters the
 commands those runs produced, without a `workflow.patched` guard, fails here.
 """
 

@@ -1,6 +1,7 @@
 """Run a towline worker for the agents of `tests/durable_agents.py` until killed.
 
     python tests/worker_main.py --address 127.0.0.1:7233 --task-queue Q [--namespace NS]
+        [--agents module:attr]   (default durable_agents:AGENTS)
 
 The crash tests start this as a separate process and SIGKILL it mid-run, so it
 does nothing a test relies on at shutdown. It prints `worker polling` once the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import signal
 import sys
@@ -20,7 +22,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from durable_agents import AGENTS
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import (
@@ -56,9 +57,12 @@ class _DieBefore(Interceptor):
         return Inbound(next)
 
 
-async def serve(address: str, namespace: str, task_queue: str, die_before: str | None) -> None:
+async def serve(address: str, namespace: str, task_queue: str, die_before: str | None,
+                agents: str = "durable_agents:AGENTS") -> None:
     """Connect (retrying while the server is not up yet) and run the worker forever."""
-    client = await Client.connect(address, namespace=namespace, plugins=[TowlinePlugin(AGENTS)])
+    module, _, attr = agents.partition(":")
+    served = getattr(importlib.import_module(module), attr)
+    client = await Client.connect(address, namespace=namespace, plugins=[TowlinePlugin(served)])
     # A short sticky timeout: after a crash, the run's next workflow task leaves the dead
     # worker's sticky queue for the shared queue quickly (the default is 10 s).
     worker = Worker(
@@ -77,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", default="default", help="the Temporal namespace")
     parser.add_argument("--die-before", metavar="ACTIVITY_TYPE",
                         help="SIGKILL this worker when it is about to run this activity")
+    parser.add_argument("--agents", default="durable_agents:AGENTS", help="module:attr of the agents")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.address, args.namespace, args.task_queue, args.die_before))
+    asyncio.run(serve(args.address, args.namespace, args.task_queue, args.die_before, args.agents))
     return 0
 
 

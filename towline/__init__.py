@@ -19,6 +19,7 @@ from towline.errors import (
     InvalidRunInput,
     MaxStepsExceeded,
     ModelRequestFailed,
+    MCPServerUnavailable,
     ModelRetry,
     OutputRetriesExhausted,
     PayloadTooLarge,
@@ -33,6 +34,7 @@ from towline.errors import (
     UnknownAgent,
     UsageLimitExceeded,
 )
+from towline.mcp import MCPServer
 from towline.messages import (
     Message,
     ModelRequest,
@@ -74,6 +76,7 @@ __all__ = [
     "RemoveAll",
     "Remove",
     "TowlinePlugin",
+    "MCPServer",
     "Counters",
     "PartialRun",
     "Message",
@@ -107,6 +110,7 @@ __all__ = [
     "UnknownAgent",
     "InvalidRunInput",
     "InternalError",
+    "MCPServerUnavailable",
     # data protection
     "EncryptionCodec",
     "KeyProvider",

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 from temporalio.common import RetryPolicy
@@ -24,6 +24,7 @@ from towline.capabilities.base import (
     cap_tools,
 )
 from towline.errors import ConfigurationError
+from towline.mcp import MCPServer, check_servers
 from towline.models import Model
 from towline.options import Limits, ModelSettings
 from towline.tools import Tool, ToolDefinition
@@ -66,6 +67,11 @@ class Agent:
     tool_heartbeat_timeout: timedelta = timedelta(seconds=30)
     """Heartbeat timeout of tool activities whose tool sets none: a worker lost mid-call
     is noticed (and the call retried or reported) within this time."""
+    mcp_servers: Sequence[MCPServer] = ()
+    """MCP servers whose tools join the run's inventory (`towline[mcp]` on the worker)."""
+    mcp_list_tools: Literal["per_run", "per_turn"] = "per_run"
+    """List the MCP servers' tools once per run, or before every turn (so a tool a server
+    gained or lost mid-run is picked up)."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -73,6 +79,10 @@ class Agent:
         for name in ("model_timeout", "tool_heartbeat_timeout"):
             if getattr(self, name) <= timedelta(0):
                 raise ConfigurationError(f"agent {self.name!r}: {name} must be positive")
+        object.__setattr__(self, "mcp_servers", check_servers(self.name, self.mcp_servers))
+        if self.mcp_list_tools not in ("per_run", "per_turn"):
+            raise ConfigurationError(f"agent {self.name!r}: mcp_list_tools must be 'per_run' or "
+                                     f"'per_turn', not {self.mcp_list_tools!r}")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "capabilities", tuple(self.capabilities))
         seen: set[str] = set()

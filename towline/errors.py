@@ -19,6 +19,7 @@
         ├── ModelRequestFailed
         │   └── ContextLengthExceeded   the request did not fit the model's context window
         ├── PayloadTooLarge
+        ├── MCPServerUnavailable
         ├── ContentBlocked
         ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
         ├── UnknownAgent
@@ -66,6 +67,7 @@ __all__ = [
     "ModelRequestFailed",
     "ContextLengthExceeded",
     "PayloadTooLarge",
+    "MCPServerUnavailable",
     "ContentBlocked",
     "Cancelled",
     "RunCancelled",
@@ -207,6 +209,10 @@ class PayloadTooLarge(RunFailure):
     """A payload would exceed Temporal's size limit."""
 
 
+class MCPServerUnavailable(RunFailure):
+    """A required MCP server's tools could not be listed (after Temporal's retries)."""
+
+
 class ContentBlocked(RunFailure):
     """A capability blocked the run's content (e.g. `RedactPII(strategy="block")`)."""
 
@@ -243,6 +249,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     ModelRequestFailed,
     ContextLengthExceeded,
     PayloadTooLarge,
+    MCPServerUnavailable,
     ContentBlocked,
     Cancelled,
     UnknownAgent,

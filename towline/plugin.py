@@ -27,6 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
 from towline.activities.telemetry import ActivityTelemetry
+from towline.activities.mcp import MCPActivities
 from towline.agent import Agent, register_agents
 from towline.codec import EncryptionCodec, KeyProvider
 from towline.converter import (
@@ -37,6 +38,7 @@ from towline.converter import (
 )
 from towline.errors import ConfigurationError, RunFailure
 from towline.model_access import register_model_access
+from towline.mcp import MCPServer
 from towline.models import Model
 from towline.registration import register_search_attributes
 from towline.tools import Tool
@@ -49,6 +51,8 @@ _log = logging.getLogger("towline")
 PASSTHROUGH_MODULES = (
     "towline", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
     "typing_inspection", "google.protobuf", "opentelemetry",
+    # MCP tools validate their arguments with jsonschema in the workflow (pure computation).
+    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs", "attr",
 )
 
 
@@ -128,10 +132,13 @@ class TowlinePlugin(SimplePlugin):
             encryption = EncryptionCodec(encryption)
         self.encryption: EncryptionCodec | None = encryption
         """The codec encrypting this client's or worker's payloads, if any."""
+        self.mcp = MCPActivities(self._mcp_registry())
+        self._running_workers = 0
         activities: list[Callable[..., Any]] = [
             ModelActivities(self.models).model_request,
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
+            *self.mcp.definitions(),
         ]
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
@@ -168,6 +175,26 @@ class TowlinePlugin(SimplePlugin):
                 tools[tool.name] = tool
         return tools
 
+    def _mcp_registry(self) -> list[MCPServer]:
+        servers: dict[str, MCPServer] = {}
+        for agent in self.agents:
+            for server in agent.mcp_servers:
+                known = servers.get(server.name)
+                if known is not None and known != server:
+                    raise ConfigurationError(
+                        f"two different MCP servers are named {server.name!r} (activity "
+                        f"towline.mcp.{server.name}.list_tools); name them apart"
+                    )
+                servers[server.name] = server
+        if servers:
+            try:  # loaded before any sandbox imports it (a passthrough module)
+                import jsonschema  # noqa: F401  # pyright: ignore[reportUnusedImport]
+            except ImportError:
+                raise ConfigurationError(
+                    "agents with MCP servers need the MCP extra: pip install 'towline[mcp]'"
+                ) from None
+        return list(servers.values())
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Also make the agents resolvable on this worker's task queue."""
         queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
@@ -193,4 +220,10 @@ class TowlinePlugin(SimplePlugin):
             await register_search_attributes(worker.client, worker.client.namespace)
         except Exception as e:  # noqa: BLE001 - e.g. a namespace that forbids operator calls
             _log.warning("towline search attributes not registered: %s", e)
-        await super().run_worker(worker, next)
+        self._running_workers += 1
+        try:
+            await super().run_worker(worker, next)
+        finally:  # the last worker of this plugin closes its MCP connections (stdio servers stop)
+            self._running_workers -= 1
+            if self._running_workers == 0:
+                await self.mcp.pool.aclose()

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from towline.mcp import MCPToolSpec
 from towline.messages import Message, Usage, no_messages
 from towline.options import Limits
 
@@ -75,6 +76,8 @@ class ResumeState(BaseModel):
     pending_approvals: dict[str, Any] = Field(default_factory=dict)
     root_run_id: str
     inbox: list[str] = Field(default_factory=list)
+    mcp_listings: dict[str, list[MCPToolSpec]] = Field(default_factory=dict)
+    """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
 
 
 class RunInput(BaseModel):

@@ -45,6 +45,7 @@ from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResu
 
 from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
+from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run, oversize
 from .run_input import agent_named_in, decode_run_input
@@ -175,7 +176,9 @@ class AgentRun(HookApi):
             self._inbox = list(r.inbox)
             run = Run(agent=agent, run_id=r.root_run_id, limits=limits, messages=list(r.messages),
                       state=dict(r.state), counters=r.counters, usage=r.usage,
-                      pending_approvals=dict(r.pending_approvals), recorded_counters=r.counters)
+                      pending_approvals=dict(r.pending_approvals), recorded_counters=r.counters,
+                      mcp_listings=dict(r.mcp_listings))
+            restore_mcp_tools(run)
         else:
             state = schema_defaults(agent.state_schema)
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
@@ -228,6 +231,7 @@ class AgentRun(HookApi):
                 self._continue_as_new(run, inp)
             step = run.counters.run_step + 1
             with telemetry.turn_span(run.agent.name, step):
+                await refresh_mcp_tools(run)
                 outcome = await run_turn(run, step)
                 run.check_spend()
                 output = await self._route(run, outcome)
@@ -310,6 +314,7 @@ class AgentRun(HookApi):
         resume = ResumeState(
             messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
             pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
+            mcp_listings=run.mcp_listings,
         )
         carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
         _check_fits(carried, "the input that continue-as-new would carry")

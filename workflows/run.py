@@ -18,6 +18,8 @@ from towline import search_attributes as sa
 from towline.agent import Agent
 from towline.errors import UsageLimitExceeded, runtime_failure
 from towline.ledger import MEMO_KEY, format_cost, to_proto
+from towline.ledger import MEMO_KEY, to_proto
+from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import Limits
 from towline.payloads import PAYLOAD_LIMIT, payload_size
@@ -82,6 +84,8 @@ class Run:
     tools the run discovers as it goes. A copy: nothing a run adds reaches the shared agent."""
     model: str = ""
     """The model the run's own requests start from: the agent's, or the input's override."""
+    mcp_listings: dict[str, list[MCPToolSpec]] = field(default_factory=dict[str, list[MCPToolSpec]])
+    """The last tool list of each MCP server, as recorded (see `mcp_tools`)."""
 
     def __post_init__(self) -> None:
         if not self.tools:

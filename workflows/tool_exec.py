@@ -45,6 +45,7 @@ from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usa
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
 from .hooks import apply_reducers, check_jsonable, hook_failure, maybe_await, where_of
+from .mcp_tools import not_started, tool_activity_input
 from .run import PAYLOAD_LIMIT, Run, oversize
 from .versions import TOOL_ENTRY, since
 
@@ -271,7 +272,7 @@ async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     if tool.in_workflow:
         with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
             return await _run_in_workflow(c)
-    inp = ToolActivityInput(args=call.args, ctx=c.ctx)
+    inp = tool_activity_input(tool, call.args, c.ctx)
     try:
         res = await workflow.execute_activity(
             tool.activity_name, inp, result_type=ToolActivityResult,
@@ -285,7 +286,7 @@ async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
         if isinstance(cause, CancelledError):
             c.cancelled = True
             return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
-        if tool.idempotent:
+        if tool.idempotent or not_started(cause):  # retried, or certainly without effect
             return "failed", f"failed after retries: {cause}", Usage()
         if _never_entered(cause) and since(TOOL_ENTRY):
             reason = f"not executed: every attempt lost its worker before the tool started ({cause})"

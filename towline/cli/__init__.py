@@ -9,6 +9,7 @@
     towline pending
     towline send chat-1 "And now?"
     towline cancel chat-1
+    towline mcp-serve --agent examples.calculator:agent
 
 Connection settings (address, namespace, TLS, API key) come from Temporal's
 environment configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import codec, run, runs, server, show, steer
+    from towline.cli import codec, mcp, run, runs, server, show, steer
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, runs, steer, codec):
+    for module in (server, run, show, runs, steer, codec, mcp):
         module.register(sub)
     return parser
 

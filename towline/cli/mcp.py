@@ -1,0 +1,229 @@
+"""`towline mcp-serve --agent M:A ...`: agents as tools of any MCP client (an IDE, another agent).
+
+Each agent is the MCP tool `run_<agent>(prompt)`. A call starts a durable `AgentRun`
+(a workflow like any other, visible in the Temporal UI) and returns its final output;
+while it runs, progress notifications follow its steps (the first one names the
+workflow id); cancelling the MCP request sends the run the `cancel` signal. The
+server speaks stdio (what an MCP client launches) or, with `--http`, streamable HTTP.
+An in-process worker runs the agents unless `--no-worker`.
+
+The `mcp` SDK is imported only when the command runs (`pip install 'towline[mcp]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from towline.agent import Agent
+from towline.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    add_connection,
+    add_task_queue,
+    connect_client,
+    load_agents,
+    port_number,
+    resolve_target,
+    ui_base,
+    workflow_url,
+)
+from towline.cli.run import Progress
+from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
+from towline.client import run_error, start_run
+from towline.messages import MESSAGES
+from towline.results import RunResult
+
+__all__ = ["mcp_serve_command", "tool_name", "register"]
+
+DEFAULT_PORT = 8000
+"""The HTTP port of `--http` unless `--port` names one (a free port if it is taken)."""
+POLL_INTERVAL = 0.3
+"""Seconds between two polls of a run's `state` and `messages` queries."""
+_QUERY_TIMEOUT = timedelta(seconds=2)
+
+
+def tool_name(agent: Agent) -> str:
+    """`run_<agent>`, in the characters every MCP client accepts."""
+    return "run_" + re.sub(r"[^A-Za-z0-9_-]", "_", agent.name)
+
+
+class _Lines(Progress):
+    """`towline run`'s step-by-step lines, collected instead of printed."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(workflow_id)
+        self.lines: list[str] = []
+
+    def _say(self, line: str) -> None:
+        self.lines.extend(line.splitlines())
+
+
+async def _poll(handle: WorkflowHandle[Any, Any], lines: _Lines) -> None:
+    try:
+        state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
+        raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
+        lines.messages(MESSAGES.validate_python(raw))
+    except (TimeoutError, RPCError, WorkflowQueryFailedError, ValidationError):
+        return  # not answered yet (no worker, or between tasks): try again
+    lines.state(state)
+
+
+class AgentTools:
+    """The `run_<agent>` tools of one MCP server, over one Temporal client."""
+
+    def __init__(self, client: Client, agents: Sequence[Agent], task_queue: str, ui: str | None,
+                 namespace: str) -> None:
+        self.client = client
+        self.agents = list(agents)
+        self.task_queue = task_queue
+        self.ui = ui
+        self.namespace = namespace
+
+    def server(self) -> Any:
+        """An `MCPServer` with one tool per agent."""
+        from mcp.server.mcpserver import Context, MCPServer
+        from mcp_types import CallToolResult
+
+        server = MCPServer("towline", log_level="WARNING", instructions=(
+            "Each tool runs a towline agent on a prompt as a durable Temporal workflow and "
+            "returns its final answer. Progress notifications follow the run's steps."))
+        for agent in self.agents:
+            run_agent = self._tool(agent)
+            run_agent.__annotations__ = {"prompt": str, "ctx": Context, "return": CallToolResult}
+            about = f" Its instructions: {agent.instructions}" if agent.instructions else ""
+            server.add_tool(
+                run_agent, name=tool_name(agent),
+                description=(f"Run the agent {agent.name!r} on a prompt (a durable run: a Temporal "
+                             f"workflow) and return its final answer.{about}"),
+            )
+        return server
+
+    def _tool(self, agent: Agent) -> Any:
+        async def run_agent(prompt: str, ctx: Any) -> Any:
+            return await self.run(agent, prompt, ctx)
+
+        return run_agent
+
+    async def run(self, agent: Agent, prompt: str, ctx: Any) -> Any:
+        """One tool call: start the run, report its steps, return its output."""
+        import anyio
+        from mcp_types import CallToolResult, TextContent
+
+        handle = await start_run(self.client, agent, prompt, task_queue=self.task_queue)
+        meta = {"towline/workflow_id": handle.id}
+        url = workflow_url(self.ui, self.namespace, handle.id)
+        reported = 0
+
+        async def report(lines: list[str]) -> None:
+            nonlocal reported
+            for line in lines[reported:]:
+                reported += 1
+                await ctx.report_progress(reported, None, line)
+
+        started = f"run {handle.id} started (agent {agent.name})" + (f"; UI: {url}" if url else "")
+        await report([started])
+        lines = _Lines(handle.id)
+        result_task = asyncio.ensure_future(handle.result())
+        try:
+            while not result_task.done():
+                await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
+                await _poll(handle, lines)
+                await report([started, *lines.lines])
+            result: RunResult = result_task.result()
+        except WorkflowFailureError as e:
+            err = run_error(e)
+            text = f"The run {handle.id} failed ({err.reason}): {err.message}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
+                                  _meta=meta)
+        except BaseException:  # the MCP request was cancelled (or the client went away)
+            result_task.cancel()
+            with anyio.CancelScope(shield=True):
+                await handle.signal("cancel")
+            raise
+        lines.messages(result.messages)
+        await report([started, *lines.lines])
+        output = result.output
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        c = result.counters
+        structured = {"output": output, "workflow_id": handle.id, "steps": c.run_step,
+                      "tool_calls": c.tool_calls, "total_tokens": c.total_tokens}
+        return CallToolResult(content=[TextContent(type="text", text=text)],
+                              structured_content=structured, _meta=meta)
+
+
+async def mcp_serve_command(args: Any) -> int:
+    """`towline mcp-serve`."""
+    agents = load_agents(args.agent)
+    names = [tool_name(a) for a in agents]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CliError(f"two agents would both be the MCP tool {twice[0]!r}; rename one", EXIT_USAGE)
+    try:
+        import mcp  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    except ImportError:
+        raise CliError("towline mcp-serve needs the MCP extra: pip install 'towline[mcp]'") from None
+    target = resolve_target(args.address, args.namespace)
+    client = await connect_client(target, agents)
+    tools = AgentTools(client, agents, args.task_queue, ui_base(target, args.ui_url), target.namespace)
+    server = tools.server()
+    notes: list[str] = []
+    port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else 0
+    for note in notes:
+        say(f"note: {note}")
+    where = f"http://{args.host}:{port}/mcp" if args.http else "stdio"
+    say(f"towline mcp-serve: {', '.join(names)} over {where}; Temporal {target.address} "
+        f"(namespace {target.namespace!r}, task queue {args.task_queue!r})"
+        + ("" if args.no_worker else ", with a worker"))
+    stop = stop_event()  # Ctrl-C / SIGTERM: stop serving, let running activities finish
+    async with AsyncExitStack() as stack:
+        if not args.no_worker:
+            await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
+                                                   graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
+        serving = asyncio.ensure_future(server.run_streamable_http_async(host=args.host, port=port)
+                                        if args.http else server.run_stdio_async())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not serving.done():
+            serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    say("stopped")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline mcp-serve`."""
+    p = sub.add_parser(
+        "mcp-serve", help="serve agents as MCP tools (run_<agent>) to any MCP client",
+        description="An MCP server whose tools run agents: a call of run_<agent>(prompt) starts a "
+        "durable AgentRun and returns its output, with progress notifications per step; "
+        "cancelling the call cancels the run. stdio by default (for MCP clients that launch "
+        "it), streamable HTTP with --http. Needs towline[mcp].")
+    p.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
+                   help="an agent (or list of agents) to serve; repeatable")
+    p.add_argument("--http", action="store_true",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    p.add_argument("--port", type=port_number, metavar="PORT",
+                   help=f"HTTP port (default: {DEFAULT_PORT}, or a free port if taken)")
+    p.add_argument("--no-worker", action="store_true",
+                   help="do not run an in-process worker (a worker must be running elsewhere)")
+    p.add_argument("--ui-url", metavar="URL",
+                   help="base URL of the Temporal UI, for the run's address in progress messages")
+    add_task_queue(p)
+    add_connection(p)
+    p.set_defaults(handler=mcp_serve_command)
