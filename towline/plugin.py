@@ -26,8 +26,8 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
-from towline.activities.telemetry import ActivityTelemetry
 from towline.activities.mcp import MCPActivities
+from towline.activities.telemetry import ActivityTelemetry
 from towline.agent import Agent, register_agents
 from towline.codec import EncryptionCodec, KeyProvider
 from towline.converter import (
@@ -37,8 +37,8 @@ from towline.converter import (
     failure_converter_for,
 )
 from towline.errors import ConfigurationError, RunFailure
-from towline.model_access import register_model_access
 from towline.mcp import MCPServer
+from towline.model_access import register_model_access
 from towline.models import Model
 from towline.registration import register_search_attributes
 from towline.tools import Tool

@@ -18,7 +18,6 @@ from towline import search_attributes as sa
 from towline.agent import Agent
 from towline.errors import UsageLimitExceeded, runtime_failure
 from towline.ledger import MEMO_KEY, format_cost, to_proto
-from towline.ledger import MEMO_KEY, to_proto
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import Limits
