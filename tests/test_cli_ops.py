@@ -134,7 +134,7 @@ async def fleet(client: Client, target: str, namespace: str) -> AsyncIterator[Fl
                                   id=ids["waiting"])
         await _state(waiting, lambda s: bool(s.get("pending_approvals")))
         running = await start_run(tclient, busy, "hold on", task_queue=queue, id=ids["running"])
-        await _state(running, lambda s: s.get("counters", {}).get("tool_calls") == 1)
+        await _state(running, lambda s: (s.get("counters") or {}).get("tool_calls") == 1)
         stuck = await _stuck_run(client, f"{queue}-deploy", ids["stuck"], stack)
         try:
             yield Fleet(prefix, queue, ids, cli_env(target, namespace))
