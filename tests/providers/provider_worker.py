@@ -23,7 +23,7 @@ from towline.plugin import TowlinePlugin
 HEARTBEAT_AGENT = Agent(
     name="prov-heartbeat", model="openai:gpt-4.1-mini",
     model_timeout=timedelta(minutes=10),  # a lost worker must be noticed long before this
-    model_heartbeat_timeout=timedelta(seconds=2),
+    model_heartbeat_timeout=timedelta(seconds=4),
     model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 )
 

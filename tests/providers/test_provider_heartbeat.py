@@ -61,8 +61,10 @@ async def test_a_killed_worker_is_noticed_by_the_heartbeat_timeout(
     spawn: Callable[[str], subprocess.Popen[bytes]],
 ) -> None:
     start = spawn
-    provider.script(Reply(completion("too late"), delay=60),  # the first worker dies waiting
-                    Reply(completion("answered by the second worker")))
+    # The first worker dies waiting; later attempts are answered (more than one may come on
+    # a very loaded machine, where the second worker's own heartbeats can be late too).
+    provider.script(Reply(completion("too late"), delay=60),
+                    *[Reply(completion("answered by the second worker")) for _ in range(4)])
     queue = f"prov-heartbeat-{uuid4().hex[:8]}"
     client = await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
     first = start(queue)
@@ -76,8 +78,9 @@ async def test_a_killed_worker_is_noticed_by_the_heartbeat_timeout(
     result = await handle.result()
 
     assert result.output == "answered by the second worker"
-    assert len(provider.requests) == 2
+    assert len(provider.requests) >= 2
     [attempt] = model_attempts(list((await handle.fetch_history()).events))
-    # the second attempt started because the first stopped heartbeating
-    assert attempt["attempt"] == 2
+    # a later attempt started because the first stopped heartbeating (long before the
+    # 10-minute start-to-close timeout: the test's own limit is 90 s)
+    assert attempt["attempt"] >= 2
     assert attempt["timeout_type"] == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
