@@ -15,8 +15,8 @@ finds it knows the effect is uncertain and refuses (`UNCERTAIN`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable
-from contextlib import asynccontextmanager
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -27,7 +27,7 @@ from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from .io import ENTERED_KEY
 
 __all__ = [
-    "heartbeating", "with_heartbeats", "mark_entered", "entered_before", "record_now", "ENTERED_KEY",
+    "with_heartbeats", "mark_entered", "entered_before", "record_now", "ENTERED_KEY",
     "UNCERTAIN",
 ]
 
@@ -38,32 +38,35 @@ _T = TypeVar("_T")
 
 
 def _interval() -> float:
-    timeout = activity.info().heartbeat_timeout
-    if not timeout:
-        return 10.0
-    return max(0.5, timeout.total_seconds() / 3)
+    """A third of the activity's heartbeat timeout (30 s if it has none), within 0.2-10 s.
+
+    Heartbeating more often than the server needs costs nothing: the SDK throttles what
+    it sends to the server.
+    """
+    timeout = activity.info().heartbeat_timeout or timedelta(seconds=30)
+    return min(max(timeout.total_seconds() / 3, 0.2), 10.0)
 
 
-@asynccontextmanager
-async def heartbeating(*details: Any) -> AsyncGenerator[None]:
-    """Heartbeat (with `details`) every third of the heartbeat timeout while the block runs."""
+async def with_heartbeats(
+    work: Awaitable[_T], details: Callable[[], Sequence[Any]] = tuple
+) -> _T:
+    """Await `work`, heartbeating `details()` often enough for the heartbeat timeout.
 
-    async def beat() -> None:
-        while True:
-            activity.heartbeat(*details)
-            await asyncio.sleep(_interval())
-
-    task = asyncio.create_task(beat())
+    While a tool computes in its thread or a provider thinks, nothing else tells
+    Temporal the worker is alive. `work` is cancelled if the activity is.
+    """
+    task = asyncio.ensure_future(work)
     try:
-        yield
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_interval())
+            if task in done:
+                return task.result()
+            activity.heartbeat(*details())
     finally:
-        task.cancel()
-
-
-async def with_heartbeats(work: Awaitable[_T], *details: Any) -> _T:
-    """Await `work` while heartbeating."""
-    async with heartbeating(*details):
-        return await work
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
 
 def entered_before() -> int | None:

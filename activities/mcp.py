@@ -20,11 +20,8 @@ A call is as durable as a function tool's (`activities/tool.py`):
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from temporalio import activity
 from temporalio.common import RawValue
@@ -43,7 +40,7 @@ from towline.mcp import (
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 
 from .guard import require_agent_run
-from .heartbeat import UNCERTAIN, entered_before, mark_entered, record_now
+from .heartbeat import UNCERTAIN, entered_before, mark_entered, record_now, with_heartbeats
 from .io import ToolActivityResult
 from .mcp_pool import ConnectFailed, MCPConnection, MCPPool
 
@@ -55,7 +52,6 @@ _ENDED_GRACE = 2.0
 """Seconds to let a failed connection finish ending before judging how it ended."""
 _MAX_PAGES = 100
 
-_T = TypeVar("_T")
 
 
 def _not_started(message: str, *, retryable: bool = True) -> ApplicationError:
@@ -136,8 +132,8 @@ class MCPActivities:
                     "and lost its worker; the tool is not idempotent, so it is not sent again",
                     type=UNCERTAIN, non_retryable=True)
         try:  # a non-idempotent call checks that a reused connection still answers first
-            conn = await _heartbeating(info, self.pool.get(inp.server, probe=not inp.idempotent),
-                                       lambda: {"phase": "connecting"})
+            conn = await with_heartbeats(self.pool.get(inp.server, probe=not inp.idempotent),
+                                         lambda: ({"phase": "connecting"},))
         except ConnectFailed as e:
             raise _not_started(f"MCP server {inp.server!r} unreachable: {e}") from None
         entered = {} if inp.idempotent else await mark_entered()
@@ -197,25 +193,7 @@ async def _call(info: activity.Info, conn: MCPConnection, inp: MCPCallInput,
     assert conn.client is not None
     call = conn.client.call_tool(inp.tool, inp.args, progress_callback=on_progress,
                                  meta={IDEMPOTENCY_META: inp.ctx.idempotency_key})
-    return await _heartbeating(info, call, lambda: dict(details))
-
-
-async def _heartbeating(info: activity.Info, work: Awaitable[_T], details: Callable[[], Any]) -> _T:
-    """Await `work`, heartbeating `details()` often enough for the activity's heartbeat timeout."""
-    task = asyncio.ensure_future(work)
-    timeout = info.heartbeat_timeout or timedelta(seconds=30)
-    interval = min(max(timeout.total_seconds() / 3, 0.2), 10.0)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=interval)
-            if task in done:
-                return task.result()
-            activity.heartbeat(details())
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+    return await with_heartbeats(call, lambda: (dict(details),))
 
 
 def _spec(tool: Any) -> MCPToolSpec:

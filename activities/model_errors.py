@@ -14,18 +14,15 @@ cause chain in the history.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
 from towline.models import ModelConnectionError, ModelHTTPError
 
-__all__ = ["CONTEXT_LENGTH", "UNKNOWN_MODEL", "activity_error", "heartbeating"]
+__all__ = ["CONTEXT_LENGTH", "UNKNOWN_MODEL", "activity_error"]
 
 CONTEXT_LENGTH = "ContextLengthExceeded"
 """Activity failure type of a request too long for the model's context window."""
@@ -49,25 +46,3 @@ def activity_error(e: Exception) -> Exception:
     if isinstance(e, ConfigurationError):
         return ApplicationError(str(e), type=UNKNOWN_MODEL, non_retryable=True)
     return e
-
-
-async def heartbeating(call: Awaitable[T], every: float | None = None) -> T:
-    """Await `call`, heartbeating every `every` seconds (a third of the heartbeat timeout).
-
-    While a provider thinks, nothing else would tell Temporal the worker is alive:
-    with a heartbeat timeout of seconds, a worker that dies mid-request is noticed
-    in seconds instead of after the start-to-close timeout (minutes).
-    """
-    if every is None:
-        timeout = activity.info().heartbeat_timeout
-        every = timeout.total_seconds() / 3 if timeout else 5.0
-    task = asyncio.ensure_future(call)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=max(every, 0.05))
-            if task in done:
-                return task.result()
-            activity.heartbeat()
-    finally:
-        if not task.done():
-            task.cancel()

@@ -24,8 +24,9 @@ from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
+from .heartbeat import with_heartbeats
 from .io import ModelActivityInput
-from .model_errors import UNKNOWN_MODEL, activity_error, heartbeating
+from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
 from .telemetry import note_request_messages
 
@@ -61,7 +62,7 @@ class ModelActivities:
         messages = await self._messages(req)
         note_request_messages(messages)
         try:
-            response = await heartbeating(model.request(messages, info))
+            response = await with_heartbeats(model.request(messages, info))
         except Exception as e:
             mapped = activity_error(e)
             if mapped is e:

@@ -26,7 +26,7 @@ from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.tools import Tool, ToolResult
 
 from .guard import require_agent_run
-from .heartbeat import UNCERTAIN, entered_before, heartbeating, mark_entered
+from .heartbeat import UNCERTAIN, entered_before, mark_entered, with_heartbeats
 from .io import ToolActivityInput, ToolActivityResult
 
 __all__ = ["make_tool_activity", "run_tool_function"]
@@ -62,8 +62,7 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                 )
             details = (await mark_entered(),)
         try:
-            async with heartbeating(*details):
-                result = await run_tool_function(tool, inp)
+            result = await with_heartbeats(run_tool_function(tool, inp), lambda: details)
         except ModelRetry as e:
             return ToolActivityResult(status="retry", content=e.message)
         except ToolError as e:
