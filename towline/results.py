@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from towline.messages import Message, Usage, no_messages
 from towline.options import Limits
@@ -75,6 +76,8 @@ class ResumeState(BaseModel):
     pending_approvals: dict[str, Any] = Field(default_factory=dict)
     root_run_id: str
     inbox: list[str] = Field(default_factory=list)
+    stream: WorkflowStreamState | None = None
+    """The live events' stream state (offsets, recent events) for the next execution."""
 
 
 class RunInput(BaseModel):
@@ -97,6 +100,9 @@ class RunInput(BaseModel):
     model: str | None = None
     """Runs the agent on this model instead of its own (e.g. `"anthropic:claude-sonnet-4-5"`).
     The worker must allow it (`TowlinePlugin(allowed_models=...)`), else `InvalidRunInput`."""
+    stream: bool | None = None
+    """Stream the model's text to the run's live events (`towline watch`); None: as the
+    agent's `ModelSettings.stream` says."""
     session: bool = False
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
     session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))

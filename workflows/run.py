@@ -19,7 +19,7 @@ from towline.agent import Agent
 from towline.errors import UsageLimitExceeded, runtime_failure
 from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
-from towline.options import Limits
+from towline.options import Limits, ModelSettings
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 from towline.tools import Tool
@@ -82,6 +82,9 @@ class Run:
     tools the run discovers as it goes. A copy: nothing a run adds reaches the shared agent."""
     model: str = ""
     """The model the run's own requests start from: the agent's, or the input's override."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """The settings the run's own requests start from: the agent's, `stream` as the input says
+    (set by `AgentRun` when it starts the run)."""
 
     def __post_init__(self) -> None:
         if not self.tools:
