@@ -24,7 +24,7 @@ import contextlib
 import logging
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -79,7 +79,7 @@ class TextStream:
         self._pending.append(delta)
         self._arrived.set()
 
-    async def __aenter__(self) -> TextStream:
+    async def __aenter__(self) -> Self:
         self._token = _CURRENT.set(self)
         self._task = asyncio.create_task(self._batches())
         return self
