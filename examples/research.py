@@ -141,7 +141,7 @@ def research_step(messages: list[Message]) -> ModelResponse | str:
     for r in returns:
         if r.status == "succeeded":
             text = str(r.content)
-            lines.append(f"- {r.tool_name}: {len(text)} characters; it begins: {text[:120]}")
+            lines.append(f"- {r.tool_name}: {len(text)} characters; it begins: {' '.join(text[:120].split())}")
         else:
             lines.append(f"- {r.tool_name}: {r.status}: {r.content}")
     return "\n".join(lines)

@@ -144,9 +144,10 @@ class EventPrinter:
                   f"or   towline reject {self.workflow_id} {call_id}")
 
     def _on_decision(self, e: RunEvent) -> None:
+        decision = str(e.field("decision"))
         reason = e.field("reason")
-        self.line(f"call {e.field('call_id')} {str(e.field('decision')).replace('_', ' ')}"
-                  + (f": {reason}" if reason else ""))
+        said = f": {reason}" if reason and reason not in (decision, "approval timed out") else ""
+        self.line(f"call {e.field('call_id')} {decision.replace('_', ' ')}{said}")
 
     def _on_user(self, e: RunEvent) -> None:
         self.line(f"[user] {short(e.field('content'), 200)}")
