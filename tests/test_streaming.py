@@ -111,3 +111,28 @@ async def test_text_batches_are_what_history_pays_and_they_are_bounded(client: C
     assert [e.type for e in quiet_seen] == ["run", "step", "response", "result"]
     assert quiet_seen[0].field("streaming") is False
     assert signals(await history_events(quiet)) == 0
+
+
+async def test_a_watched_run_continues_as_new_and_its_offsets_go_on(client: Client) -> None:
+    async def ticking(messages: list[Message], info: ModelInfo) -> AsyncIterator[str | ToolCallPart]:
+        await asyncio.sleep(0.05)
+        yield f"step {info.run_step}"
+        if info.run_step < 6:
+            yield ToolCallPart(tool_name="double", args={"n": info.run_step})
+
+    agent = Agent(name="stream-can", model=FunctionModel(ticking, model_name="ticking"),
+                  tools=[double], settings=ModelSettings(stream=True))
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await tc.start_workflow(
+            "AgentRun", {"agent": agent.name, "prompt": "tick", "continue_as_new_after_events": 40},
+            id=f"stream-can-{queue}", task_queue=queue)
+        seen = await asyncio.wait_for(collect(handle), 90)  # a subscriber from the start
+        result: Any = await tc.get_workflow_handle(handle.id).result()
+        first = await history_events(tc.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id))
+
+    assert first[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert result["output"] == "step 6"
+    assert [e.offset for e in seen] == list(range(len(seen)))  # across executions: no gap
+    assert [e.step for e in seen if e.type == "step"] == [1, 2, 3, 4, 5, 6]
+    assert [e.type for e in seen].count("run") == 1  # a continued execution does not restart
+    assert seen[-1].type == "result"

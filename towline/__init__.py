@@ -33,6 +33,7 @@ from towline.errors import (
     UnknownAgent,
     UsageLimitExceeded,
 )
+from towline.events import RunEvent
 from towline.messages import (
     Message,
     ModelRequest,
@@ -110,4 +111,6 @@ __all__ = [
     # data protection
     "EncryptionCodec",
     "KeyProvider",
+    # live events (`towline.client.events`, `towline watch`)
+    "RunEvent",
 ]

@@ -18,7 +18,7 @@ from anthropic_replies import message
 from fake_server import FakeProvider, Reply
 from openai_replies import completion
 from provider_helpers import KEY, QUICK, add
-from sse import chat_chunks
+from sse import Event, chat_chunks
 from temporalio.client import Client
 
 from towline import Agent, ModelSettings
@@ -130,7 +130,7 @@ async def test_an_anthropic_error_event_mid_stream_is_retried_like_its_status(
     client: Client, endpoints: FakeProvider
 ) -> None:
     answer = message([{"type": "text", "text": "Fine now."}])
-    overloaded = [
+    overloaded: list[Event] = [
         ("message_start", {"type": "message_start", "message": {**answer, "content": []}}),
         ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
     ]

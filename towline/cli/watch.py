@@ -209,6 +209,9 @@ async def follow(
     """
     handle = client.get_workflow_handle(workflow_id)
     desc = await describe_run(handle)
+    if desc.status != WorkflowExecutionStatus.RUNNING and await workers_polling(
+            client, desc.task_queue, datetime.now(UTC)) is False:
+        raise await _unreadable(client, desc, RuntimeError("no worker"))
     seen: list[RunEvent] = []
 
     async def read() -> None:
@@ -259,7 +262,9 @@ async def stream_run(
 async def _unreadable(client: Client, desc: Any, err: Exception) -> CliError:
     """Why the events of a run could not be read (a closed run needs a worker to read them)."""
     closed = desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
-    if closed and await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
+    no_worker = "no poller seen" in str(err) or (
+        await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False)
+    if closed and no_worker:
         agent = await agent_name(client, desc)
         return CliError(
             f"run {desc.id!r} has ended, and a finished run's events are read back by a worker "
