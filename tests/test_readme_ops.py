@@ -22,7 +22,7 @@ async def _dev(cwd: Path) -> tuple[asyncio.subprocess.Process, str]:
     proc = await readme_process("towline dev --agent examples.calculator:agents",
                                 env=cli_env(), cwd=cwd)
     said = await read_until(proc.stderr, "Ctrl-C stops.")
-    match = re.search(r"Temporal server\s+(\S+)", said)
+    match = re.search(r"^Temporal server\s+(\S+)", said, flags=re.MULTILINE)
     assert match, said
     return proc, match.group(1)
 

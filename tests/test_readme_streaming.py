@@ -33,7 +33,7 @@ STEP_2 = "[step 2] Here is what I found:"
 async def _dev(cwd: Path) -> tuple[asyncio.subprocess.Process, str]:
     proc = await readme_process("towline dev --agent examples.research:agent", env=cli_env(), cwd=cwd)
     said = await read_until(proc.stderr, "Ctrl-C stops.")
-    match = re.search(r"Temporal server\s+(\S+)", said)
+    match = re.search(r"^Temporal server\s+(\S+)", said, flags=re.MULTILINE)
     assert match, said
     assert "agents: research" in said
     return proc, match.group(1)
