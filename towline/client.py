@@ -7,6 +7,7 @@ API keys), defaulting to the embedded dev server on localhost:7233.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
 from towline.codec import EncryptionCodec
@@ -195,6 +197,7 @@ async def events(
     owner: Client = client or handle._client  # pyright: ignore[reportPrivateUsage]
     stream = WorkflowStreamClient.create(owner, handle.id)
     offset = from_offset
+    failures = 0
     while True:
         try:
             async for item in stream.subscribe([EVENTS_TOPIC], from_offset=offset,
@@ -203,7 +206,23 @@ async def events(
                 event = RunEvent.model_validate({**(data if isinstance(data, dict) else {}),
                                                  "offset": item.offset})
                 offset = item.offset + 1
+                failures = 0
                 yield event
             return
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             continue  # no worker took the poll in time (a restart, say): poll again
+        except RPCError as e:
+            # A dropped connection or a server restart: poll again from the next offset
+            # (nothing is lost or repeated); other errors, or too many in a row, are raised.
+            failures += 1
+            if e.status not in _TRANSIENT or failures > _RETRIES:
+                raise
+            await asyncio.sleep(min(0.2 * 2 ** failures, 5.0))
+
+
+_TRANSIENT = frozenset({
+    RPCStatusCode.ABORTED, RPCStatusCode.CANCELLED, RPCStatusCode.INTERNAL,
+    RPCStatusCode.UNAVAILABLE, RPCStatusCode.UNKNOWN, RPCStatusCode.RESOURCE_EXHAUSTED,
+})
+"""RPC errors after which `events` polls again."""
+_RETRIES = 8
