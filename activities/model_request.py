@@ -11,6 +11,7 @@ this worker's cache or, on a miss, from the workflow through a query.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -28,6 +29,7 @@ from .heartbeat import with_heartbeats
 from .io import ModelActivityInput
 from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
+from .streaming import TextStream
 from .telemetry import note_request_messages
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
@@ -35,6 +37,7 @@ __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
 MODEL_ACTIVITY = "towline.model_request"
 CACHE_SIZE = 20_000
 """Messages a worker keeps by reference (least recently used are dropped first)."""
+_no_stream = contextlib.nullcontext()
 
 
 
@@ -62,7 +65,8 @@ class ModelActivities:
         messages = await self._messages(req)
         note_request_messages(messages)
         try:
-            response = await with_heartbeats(model.request(messages, info))
+            async with TextStream(req.run_step) if req.settings.stream else _no_stream:  # streaming
+                response = await with_heartbeats(model.request(messages, info))
         except Exception as e:
             mapped = activity_error(e)
             if mapped is e:

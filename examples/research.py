@@ -17,19 +17,26 @@ chooses the model: any provider string (`openai:...`, `openai-responses:...`,
 `anthropic:...`, `ollama:...`). Unset, the agent uses `offline_researcher`, a
 `FunctionModel` that calls the tools on the URLs and paths in the prompt and reports
 what it found, so the example works with no key and no network but the page's.
+
+The agent streams (`ModelSettings(stream=True)`): `towline run` shows the model's text
+as it is written and each tool call as it starts and ends, and `towline watch` shows the
+same from another terminal. The offline model streams too: it writes its answer a few
+words at a time, as a real model would.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import os
 import re
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
 
-from towline import Agent, ToolError, tool
+from towline import Agent, ModelSettings, ToolError, tool
 from towline.capabilities import ToolApproval
 from towline.messages import (
     Message,
@@ -42,7 +49,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 
-__all__ = ["agent", "fetch_url", "read_file", "offline_researcher", "MODEL"]
+__all__ = ["agent", "fetch_url", "read_file", "offline_researcher", "research_step", "MODEL"]
 
 MAX_CHARS = 20_000
 """Characters a tool returns at most (a page or a file can be huge; the model's window is not)."""
@@ -91,8 +98,27 @@ _URL = re.compile(r"https?://[^\s<>\"')]+")
 _PATH = re.compile(r"(?<![\w/:])(?:~|\.{1,2})?/?(?:[\w.-]+/)*[\w.-]+\.(?:md|txt|py|json|toml|yaml|yml|csv|rst)\b")
 
 
-def offline_researcher(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
-    """A stand-in model: fetch the prompt's URLs, read its file paths, report what came back."""
+PACE = 0.04
+"""Seconds the offline model takes per word it writes (so its answer streams visibly)."""
+
+
+async def offline_researcher(
+    messages: list[Message], info: ModelInfo
+) -> AsyncIterator[str | ToolCallPart]:
+    """The offline model, streaming: its answer a few words at a time, then its tool calls."""
+    decided = research_step(messages)
+    text = decided if isinstance(decided, str) else decided.text
+    for word in re.findall(r"\S+\s*", text):
+        await asyncio.sleep(PACE)
+        yield word
+    if not isinstance(decided, str):
+        for call in decided.tool_calls:
+            yield call
+
+
+def research_step(messages: list[Message]) -> ModelResponse | str:
+    """What the offline model says: fetch the prompt's URLs and read its file paths, then
+    report what came back."""
     start = max(i for i, m in enumerate(messages)
                 if isinstance(m, ModelRequest) and any(isinstance(p, UserPart) for p in m.parts))
     prompt = " ".join(p.content for p in messages[start].parts if isinstance(p, UserPart))
@@ -115,7 +141,7 @@ def offline_researcher(messages: list[Message], info: ModelInfo) -> ModelRespons
     for r in returns:
         if r.status == "succeeded":
             text = str(r.content)
-            lines.append(f"- {r.tool_name}: {len(text)} characters; it begins: {text[:120]}")
+            lines.append(f"- {r.tool_name}: {len(text)} characters; it begins: {' '.join(text[:120].split())}")
         else:
             lines.append(f"- {r.tool_name}: {r.status}: {r.content}")
     return "\n".join(lines)
@@ -131,4 +157,5 @@ agent = Agent(
     instructions=INSTRUCTIONS,
     tools=[fetch_url, read_file],
     capabilities=[ToolApproval(tools=["read_file"], timeout=timedelta(hours=1))],
+    settings=ModelSettings(stream=True),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -321,11 +321,40 @@ async def approve_one_reject_one_then_chat(handle: WorkflowHandle[Any, Any]) -> 
     await handle.signal("end")
 
 
+# --- streaming: text batches from the model activity (signals), a subscriber's polls (updates) --
+
+
+async def streaming_script(messages: list[Message], info: ModelInfo) -> AsyncIterator[str | ToolCallPart]:
+    """Writes a few words slowly (several text batches), calls `lookup` once, then answers."""
+    words = ["Looking", " up", " the", " weather", " now."] if info.run_step == 1 else [
+        "It", " is", " sunny", " in", " Paris", " today."]
+    for word in words:
+        await asyncio.sleep(0.15)
+        yield word
+    if info.run_step == 1:
+        yield ToolCallPart(tool_name="lookup", args={"city": "Paris"}, tool_call_id="call_w")
+
+
+streaming_agent = Agent(
+    name="history-streaming", model=FunctionModel(streaming_script, model_name="history-streaming"),
+    tools=[lookup], settings=ModelSettings(stream=True),
+)
+
+
+async def follow_to_the_end(handle: WorkflowHandle[Any, Any]) -> None:
+    """Subscribe to the run's events from the start until its last one (polls in history)."""
+    from towline.client import events
+
+    async for _ in events(handle):
+        pass
+
+
 HISTORY_AGENTS = [
     tools_agent, capability_agent, middleware_agent, structured_agent, failing_agent,
     ticking_agent,
     approval_agent,
     mcp_agent,
+    streaming_agent,
 ]
 """Every agent a committed history names."""
 
@@ -354,5 +383,7 @@ RECORDINGS = [
         interact=approve_one_reject_one_then_chat,
     ),
     Recording("history-mcp", RunInput(agent="history-mcp", prompt="use the server")),
+    Recording("history-streaming", RunInput(agent="history-streaming", prompt="weather"),
+              interact=follow_to_the_end),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

@@ -1,9 +1,10 @@
 """The README's shell commands, run exactly as written.
 
 Every command in a ```sh block of README.md is a promise to the user. Tests run them with
-`readme(...)` (wait for the exit) or `readme_process(...)` (long-running: `towline dev`,
-`towline worker`, ...), or `readme_stdio(...)` (a stdio MCP server, for the `mcp` SDK's client
-to launch), passing the command text verbatim; all refuse a command the README
+`readme(...)` (wait for the exit), `readme_process(...)` (long-running: `towline dev`,
+`towline worker`, ...), `readme_stdio(...)` (a stdio MCP server, for the `mcp` SDK's client
+to launch) or `readme_pty(...)` (in a terminal, to see what a person sees as it comes),
+passing the command text verbatim; all refuse a command the README
 does not show, so a test cannot drift from the manual. `test_readme_commands.py` checks the
 other direction: every README command is run by some test (found by reading the test
 sources), except the few listed in `NOT_RUNNABLE_HERE` with the reason.
@@ -16,7 +17,9 @@ Commands run through `bash -c` with this interpreter's scripts directory first o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pty
 import re
 import signal
 import sys
@@ -41,6 +44,8 @@ __all__ = [
     "stop_process",
     "read_until",
     "cli_env",
+    "readme_pty",
+    "Terminal",
 ]
 
 
@@ -177,3 +182,73 @@ async def read_until(stream: asyncio.StreamReader | None, marker: str, timeout: 
             raise AssertionError(f"the process ended before {marker!r}; it said:\n{seen}")
         seen += line.decode(errors="replace")
     return seen
+
+
+class Terminal:
+    """A command running in a pseudo-terminal: everything it writes, as it came, with times."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, master: int) -> None:
+        self.proc = proc
+        self.master = master
+        self.chunks: list[tuple[float, str]] = []
+        """(loop time, text) of each read from the terminal, in order."""
+        self._more = asyncio.Event()
+        self._closed = False
+        asyncio.get_running_loop().add_reader(master, self._read)
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # the last writer closed: EIO
+            data = b""
+        if not data:
+            self._close()
+        else:
+            self.chunks.append((asyncio.get_running_loop().time(), data.decode(errors="replace")))
+        self._more.set()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            asyncio.get_running_loop().remove_reader(self.master)
+            os.close(self.master)
+
+    @property
+    def text(self) -> str:
+        """Everything written so far (terminal line ends as `\n`)."""
+        return "".join(c for _, c in self.chunks).replace("\r\n", "\n")
+
+    async def read_until(self, marker: str, timeout: float = 90) -> str:
+        """Wait until the terminal shows `marker`; returns everything shown."""
+        async with asyncio.timeout(timeout):
+            while marker not in self.text:
+                if self._closed:
+                    raise AssertionError(f"the command ended before {marker!r}:\n{self.text}")
+                self._more.clear()
+                await self._more.wait()
+        return self.text
+
+    async def wait(self, timeout: float = 90) -> int:
+        """Wait for the command to exit (and its output to be read); its exit code."""
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                while not self._closed:
+                    self._more.clear()
+                    await self._more.wait()
+        self._close()
+        return code
+
+
+async def readme_pty(command: str, *, env: Mapping[str, str], cwd: Path = REPO) -> Terminal:
+    """Start a README command exactly as written, in a terminal of its own (a pty)."""
+    _check(command)
+    master, slave = pty.openpty()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, cwd=cwd, env={**env, "TERM": "xterm"}, start_new_session=True,
+            stdin=slave, stdout=slave, stderr=slave,
+        )
+    finally:
+        os.close(slave)
+    return Terminal(proc, master)

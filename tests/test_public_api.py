@@ -17,7 +17,8 @@ DESIGN_NAMES = {
         "ModelRequestState", "RemoveAll", "Remove", "TowlinePlugin",
     ],
     "towline.models": ["TestModel", "FunctionModel"],
-    "towline.client": ["start_run", "run"],
+    "towline.client": ["start_run", "run", "events"],
+    "towline.events": ["RunEvent", "EVENTS_TOPIC", "EVENT_TYPES"],
     "towline.capabilities": [
         "Capability", "Middleware", "run_before_model_request", "run_after_model_request",
         "run_before_tool_execute", "run_after_tool_execute",

@@ -2,8 +2,9 @@
 
 `tests/readme.py` refuses a command the README does not show; the first test here checks the
 other direction by reading the test sources: every ```sh command of the README is passed,
-verbatim, to `readme(...)`, `readme_process(...)` or `readme_stdio(...)` somewhere in `tests/`.
-So a README command that no test runs, or a refactor that breaks one, fails CI.
+verbatim, to `readme(...)`, `readme_process(...)`, `readme_stdio(...)` or `readme_pty(...)`
+somewhere in `tests/`. So a README command that no test runs, or a refactor that breaks one,
+fails CI.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ NOT_RUNNABLE_HERE = {
 
 
 def _exercised() -> set[str]:
-    """Command strings passed literally to `readme(...)`/`readme_process(...)` in tests/."""
+    """Command strings passed literally to `readme(...)`/`readme_process(...)`/`readme_pty(...)`."""
     found: set[str] = set()
     for path in sorted(Path(__file__).parent.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -47,7 +48,7 @@ def _exercised() -> set[str]:
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            if name not in ("readme", "readme_process", "readme_stdio"):
+            if name not in ("readme", "readme_process", "readme_stdio", "readme_pty"):
                 continue
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):

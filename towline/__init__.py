@@ -34,6 +34,7 @@ from towline.errors import (
     UnknownAgent,
     UsageLimitExceeded,
 )
+from towline.events import RunEvent
 from towline.mcp import MCPServer
 from towline.messages import (
     Message,
@@ -114,4 +115,6 @@ __all__ = [
     # data protection
     "EncryptionCodec",
     "KeyProvider",
+    # live events (`towline.client.events`, `towline watch`)
+    "RunEvent",
 ]

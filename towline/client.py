@@ -7,17 +7,27 @@ API keys), defaulting to the embedded dev server on localhost:7233.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, Plugin, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    Plugin,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
 from towline.codec import EncryptionCodec
 from towline.errors import RunError
+from towline.events import EVENTS_TOPIC, RunEvent
 from towline.messages import Message
 from towline.models import Model
 from towline.options import Limits
@@ -25,7 +35,7 @@ from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
-           "typed_output", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+           "typed_output", "events", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_TASK_QUEUE = "towline"
@@ -102,17 +112,19 @@ async def start_run(
     session: bool = False,
     id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     model: str | None = None,
+    stream: bool | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
     `id_reuse_policy` is Temporal's: whether `id` may name a new run after a closed one
     (a live run with that id always makes this raise `WorkflowAlreadyStartedError`).
     `model` runs the agent on another model (one the worker allows, see
-    `TowlinePlugin(allowed_models=...)`).
+    `TowlinePlugin(allowed_models=...)`). `stream` streams the model's text to the run's
+    live events (`events`) or not, whatever the agent's `ModelSettings.stream` says.
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt, message_history=message_history, limits=limits,
-                   context=context, session=session, model=model)
+                   context=context, session=session, model=model, stream=stream)
     workflow_id = id or f"{name}-{_suffix()}"
     return await client.start_workflow(
         "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
@@ -162,3 +174,55 @@ def typed_output(result: RunResult, agent: str | Agent) -> RunResult:
     if adapter is None or result.output is None:
         return result
     return result.model_copy(update={"output": adapter.validate_python(result.output)})
+
+
+async def events(
+    handle: WorkflowHandle[Any, Any],
+    *,
+    from_offset: int = 0,
+    client: Client | None = None,
+    poll_cooldown: timedelta = timedelta(milliseconds=100),
+) -> AsyncIterator[RunEvent]:
+    """The run's live events (`towline.events.RunEvent`), from `from_offset`, as they happen.
+
+    Follows a running run (across continue-as-new) and ends after its last event
+    (`result` or `failed`) once the run has closed; a finished run's events are
+    read back the same way (a worker for its agent answers). Each event's `offset`
+    is its position in the run's stream: to resume after a disconnect without a
+    duplicate or a gap, call again with `from_offset=last.offset + 1`.
+    `client` defaults to the handle's own.
+    """
+    from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+    owner: Client = client or handle._client  # pyright: ignore[reportPrivateUsage]
+    stream = WorkflowStreamClient.create(owner, handle.id)
+    offset = from_offset
+    failures = 0
+    while True:
+        try:
+            async for item in stream.subscribe([EVENTS_TOPIC], from_offset=offset,
+                                               poll_cooldown=poll_cooldown):
+                data: Any = item.data
+                event = RunEvent.model_validate({**(data if isinstance(data, dict) else {}),
+                                                 "offset": item.offset})
+                offset = item.offset + 1
+                failures = 0
+                yield event
+            return
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            continue  # no worker took the poll in time (a restart, say): poll again
+        except RPCError as e:
+            # A dropped connection or a server restart: poll again from the next offset
+            # (nothing is lost or repeated); other errors, or too many in a row, are raised.
+            failures += 1
+            if e.status not in _TRANSIENT or failures > _RETRIES:
+                raise
+            await asyncio.sleep(min(0.2 * 2 ** failures, 5.0))
+
+
+_TRANSIENT = frozenset({
+    RPCStatusCode.ABORTED, RPCStatusCode.CANCELLED, RPCStatusCode.INTERNAL,
+    RPCStatusCode.UNAVAILABLE, RPCStatusCode.UNKNOWN, RPCStatusCode.RESOURCE_EXHAUSTED,
+})
+"""RPC errors after which `events` polls again."""
+_RETRIES = 8

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,6 +26,7 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    ResponsePart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -208,14 +209,21 @@ def _since_last_prompt(messages: list[Message]) -> list[Message]:
     return messages
 
 
-ModelFunction = Callable[[list[Message], ModelInfo], "ModelResponse | str | Awaitable[ModelResponse | str]"]
+ModelFunction = Callable[
+    [list[Message], ModelInfo],
+    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[str | ToolCallPart] | Iterator[str | ToolCallPart]",
+]
 
 
 @dataclass(frozen=True)
 class FunctionModel:
     """A model whose every response is decided by `fn(messages, info)` (sync or async).
 
-    `fn` returns a `ModelResponse`, or a `str` for a final text answer.
+    `fn` returns a `ModelResponse`, or a `str` for a final text answer. A generator
+    function (sync or async) streams: it yields pieces of text (`str`) and tool calls
+    (`ToolCallPart`); the response is the text joined, then the calls. When the request
+    streams (`ModelSettings.stream`), each piece reaches the run's live events as it is
+    yielded.
     """
 
     fn: ModelFunction
@@ -232,9 +240,14 @@ class FunctionModel:
         return f"function:{self.fn.__module__}.{self.fn.__qualname__}"
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
-        result = self.fn(messages, info)
-        if inspect.isawaitable(result):
-            result = await result
+        produced: Any = self.fn(messages, info)
+        result: ModelResponse | str
+        if inspect.isasyncgen(produced) or inspect.isgenerator(produced):
+            result = await _gathered(produced)
+        elif inspect.isawaitable(produced):
+            result = await produced
+        else:
+            result = produced
         if isinstance(result, str):
             return ModelResponse(
                 parts=[TextPart(content=result)], usage=self.usage,
@@ -245,6 +258,34 @@ class FunctionModel:
         if result.model_name is None:
             result = result.model_copy(update={"model_name": self.name})
         return result
+
+
+async def _gathered(pieces: Any) -> ModelResponse:
+    """The response a streaming `FunctionModel` yields piece by piece (text, then calls)."""
+    from towline.activities.streaming import text_delta
+
+    text: list[str] = []
+    calls: list[ToolCallPart] = []
+
+    def take(piece: Any) -> None:
+        if isinstance(piece, str):
+            text.append(piece)
+            text_delta(piece)
+        elif isinstance(piece, ToolCallPart):
+            calls.append(piece)
+        else:
+            raise TypeError(f"a streaming FunctionModel yields str or ToolCallPart, not "
+                            f"{type(piece).__name__}")
+
+    if inspect.isasyncgen(pieces):
+        async for piece in pieces:
+            take(piece)
+    else:
+        for piece in pieces:
+            take(piece)
+    parts: list[ResponsePart] = [TextPart(content="".join(text))] if text else []
+    parts += calls
+    return ModelResponse(parts=parts, finish_reason="tool_calls" if calls else "stop")
 
 
 def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:

@@ -22,6 +22,10 @@ class ModelSettings(BaseModel):
     """Nucleus sampling."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, passed through."""
+    stream: bool = False
+    """Stream the model's text as it is generated to the run's live events (`towline watch`,
+    `towline.client.events`), in batches: a bounded number of history events per model call.
+    A run's input may turn it on or off (`RunInput.stream`). The response is the same either way."""
 
 
 class Limits(BaseModel):

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, Usage, no_messages
@@ -78,6 +79,8 @@ class ResumeState(BaseModel):
     inbox: list[str] = Field(default_factory=list)
     mcp_listings: dict[str, list[MCPToolSpec]] = Field(default_factory=dict)
     """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
+    stream: WorkflowStreamState | None = None
+    """The live events' stream state (offsets, recent events) for the next execution."""
 
 
 class RunInput(BaseModel):
@@ -100,6 +103,9 @@ class RunInput(BaseModel):
     model: str | None = None
     """Runs the agent on this model instead of its own (e.g. `"anthropic:claude-sonnet-4-5"`).
     The worker must allow it (`TowlinePlugin(allowed_models=...)`), else `InvalidRunInput`."""
+    stream: bool | None = None
+    """Stream the model's text to the run's live events (`towline watch`); None: as the
+    agent's `ModelSettings.stream` says."""
     session: bool = False
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
     session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))

@@ -32,6 +32,7 @@ from towline.errors import (
     UnknownAgent,
     UsageLimitExceeded,
 )
+from towline.events import preview
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
     MESSAGES,
@@ -43,6 +44,7 @@ from towline.model_access import model_allowed
 from towline.request_refs import REQUEST_QUERY, RequestBook
 from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult
 
+from .events import RunStream, emit, emit_response, prior_stream_state
 from .hook_api import ApprovalDecision, HookApi
 from .hooks import schema_defaults
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
@@ -85,7 +87,11 @@ def _check_fits(value: Any, what: str) -> None:
 class AgentRun(HookApi):
     """Runs one agent to a final output (see DESIGN.md for every invariant)."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, *args: Any) -> None:
+        # streaming: the run's live events (`towline.events`); built here, as Temporal requires
+        self.stream = RunStream(prior_stream_state(args))
+        self._sends = 0
         self._run: Run | None = None
         self._inbox: list[str] = []
         self._cancelled = False
@@ -107,7 +113,8 @@ class AgentRun(HookApi):
             try:
                 inp, agent = self._resolve(args)
             except RunFailure as failure:
-                raise self._fail_early(failure, registered, agent_named_in(args)) from None
+                raise await self._end_stream(
+                    self._fail_early(failure, registered, agent_named_in(args))) from None
         else:
             inp, agent = self._resolve(args)
             registered = await self._registered_attributes()
@@ -116,16 +123,19 @@ class AgentRun(HookApi):
         run.confirm()
         if inp.resume is None:
             telemetry.run_started(agent.name)
+            emit("run", agent=agent.name, model=run.model, streaming=run.settings.stream,  # streaming
+                 prompt=preview(inp.prompt), session=inp.session or None)
         try:
             with telemetry.agent_span(agent.name, run.run_id):
                 output = await self._loop(run, inp)
             _check_fits(_result(run, output), "the run's result")
         except RunFailure as failure:
-            raise self._fail(run, failure) from None
+            raise await self._end_stream(self._fail(run, failure)) from None
         except asyncio.CancelledError:  # Temporal's cancel (UI, CLI, client) while waiting
-            raise self._fail(run, Cancelled("the run was cancelled by a client")) from None
+            raise await self._end_stream(
+                self._fail(run, Cancelled("the run was cancelled by a client"))) from None
         except ValidationError as e:
-            raise self._fail(run, InternalError(f"invalid value: {e}")) from None
+            raise await self._end_stream(self._fail(run, InternalError(f"invalid value: {e}"))) from None
         except workflow.NondeterminismError:
             raise  # a code change the history does not match: fixed by deploying, not by failing
         except Exception as e:  # noqa: BLE001 - an engine bug: fail the run, never the task
@@ -134,12 +144,20 @@ class AgentRun(HookApi):
                 failure = self._fail(run, failure)
             except Exception as inner:  # noqa: BLE001 - not even the partial can be built
                 workflow.logger.error("run failed without its partial: %s", inner)
-            raise failure from None
+            raise await self._end_stream(failure) from None
         run.confirm("succeeded")
         telemetry.run_ended(run.agent.name, None)
         self._ended = True  # from here on `send` is refused: no answer would ever come
+        emit("result", output=output, counters=run.counters.model_dump(mode="json"))  # streaming
+        await self.stream.close()  # streaming: subscribers' polls return before the run ends
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _result(run, output)
+
+    async def _end_stream(self, failure: RunFailure) -> RunFailure:
+        """Streaming: publish the failure and release subscribers before the run fails."""
+        emit("failed", reason=type(failure).__name__, message=failure.message)
+        await self.stream.close()
+        return failure
 
     def _resolve(self, args: Sequence[Any]) -> tuple[RunInput, Agent]:
         inp = decode_run_input(args)
@@ -195,6 +213,9 @@ class AgentRun(HookApi):
             run.allowed_tools = frozenset(inp.allowed_tools)
         if inp.model is not None:
             run.model = inp.model
+        run.settings = agent.settings
+        if inp.stream is not None:  # streaming: the run's choice over the agent's
+            run.settings = run.settings.model_copy(update={"stream": inp.stream})
         return run
 
     async def _registered_attributes(self) -> frozenset[str]:
@@ -228,16 +249,20 @@ class AgentRun(HookApi):
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
             run.check_spend()  # e.g. tools' usage
             if self._should_continue_as_new(run, inp):
-                self._continue_as_new(run, inp)
+                await self._continue_as_new(run, inp)
             step = run.counters.run_step + 1
+            emit("step", step=step, model=run.model)  # streaming
             with telemetry.turn_span(run.agent.name, step):
                 await refresh_mcp_tools(run)
                 outcome = await run_turn(run, step)
+                emit_response(step, outcome.response)  # streaming
                 run.check_spend()
                 output = await self._route(run, outcome)
             if output is CONTINUE:
                 continue
             self._answers.append((self._consumed, output))
+            if inp.session:  # streaming
+                emit("answer", output=output)
             if not self._inbox and not await self._next_session_message(run, inp):
                 return output
 
@@ -291,7 +316,9 @@ class AgentRun(HookApi):
 
     def _drain_inbox(self, run: Run) -> None:
         while self._inbox:
-            run.append(ModelRequest(parts=[UserPart(content=self._inbox.pop(0))]))
+            content = self._inbox.pop(0)
+            emit("user", content=preview(content))  # streaming
+            run.append(ModelRequest(parts=[UserPart(content=content)]))
             self._consumed += 1
 
     def _should_continue_as_new(self, run: Run, inp: RunInput) -> bool:
@@ -304,13 +331,16 @@ class AgentRun(HookApi):
         after = inp.continue_as_new_after_events
         started_at = inp.resume.counters.run_step if inp.resume is not None else 0
         # Not while a handler (a `send` waiting for its answer) is in flight: it
-        # would wait for an answer only this execution can give.
-        return run.counters.run_step > started_at and workflow.all_handlers_finished() and (
+        # would wait for an answer only this execution can give. Streaming: a subscriber's
+        # poll waiting for events is no such handler (`_continue_as_new` releases it).
+        idle = workflow.all_handlers_finished() or (self.stream.polls > 0 and self._sends == 0)
+        return run.counters.run_step > started_at and idle and (
             info.is_continue_as_new_suggested()
             or (after is not None and info.get_current_history_length() > after)
         )
 
-    def _continue_as_new(self, run: Run, inp: RunInput) -> NoReturn:
+    async def _continue_as_new(self, run: Run, inp: RunInput) -> NoReturn:
+        await self.stream.close()  # streaming: subscribers poll the next execution
         resume = ResumeState(
             messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
             pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
@@ -318,6 +348,10 @@ class AgentRun(HookApi):
         )
         carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
         _check_fits(carried, "the input that continue-as-new would carry")
+        with_stream = carried.model_copy(update={"resume": resume.model_copy(
+            update={"stream": self.stream.carried()})})
+        if not oversize(with_stream):  # the events are a convenience: never worth failing for
+            carried = with_stream
         workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
 
     # --- multi-turn, queries, cancel ------------------------------------------------------
@@ -327,7 +361,11 @@ class AgentRun(HookApi):
         """Queue the next user message; returns the answer the run gives to it."""
         self._inbox.append(message.content)
         target = self._consumed + len(self._inbox)
-        await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
+        self._sends += 1
+        try:
+            await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
+        finally:
+            self._sends -= 1
         return next(out for n, out in self._answers if n >= target)
 
     @send.validator

@@ -19,6 +19,7 @@ from towline.errors import Cancelled, InternalError, runtime_failure
 from towline.messages import Usage
 from towline.tools import ToolCall, ToolContext
 
+from .events import emit
 from .run import Run, RunView
 
 __all__ = ["ApprovalDecision", "HookApi"]
@@ -57,6 +58,7 @@ class HookApi:
             "requested_at": workflow.now().isoformat(),
         }
         run.confirm("waiting")
+        emit("approval", step=ctx.run_step, call_id=call_id, tool=call.tool_name, args=call.args)
         asked = workflow.now()
         try:
             await workflow.wait_condition(
@@ -72,6 +74,10 @@ class HookApi:
         return self._settle(run, call_id, self._decisions[call_id])
 
     def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:
+        outcome = ("timed_out" if decision is None
+                   else "approved" if call_id in self._approved else "rejected")
+        emit("decision", call_id=call_id, decision=outcome,  # streaming
+             reason=decision.reason if decision is not None else "approval timed out")
         run.pending_approvals.pop(call_id, None)
         run.confirm("waiting" if run.pending_approvals else "running")
         return decision

@@ -20,7 +20,7 @@ from towline.errors import UsageLimitExceeded, runtime_failure
 from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
-from towline.options import Limits
+from towline.options import Limits, ModelSettings
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 from towline.tools import Tool
@@ -85,6 +85,9 @@ class Run:
     """The model the run's own requests start from: the agent's, or the input's override."""
     mcp_listings: dict[str, list[MCPToolSpec]] = field(default_factory=dict[str, list[MCPToolSpec]])
     """The last tool list of each MCP server, as recorded (see `mcp_tools`)."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """The settings the run's own requests start from: the agent's, `stream` as the input says
+    (set by `AgentRun` when it starts the run)."""
 
     def __post_init__(self) -> None:
         if not self.tools:

@@ -41,9 +41,11 @@ from towline.errors import (
     is_runtime_failure,
     runtime_failure,
 )
+from towline.events import preview
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
+from .events import emit
 from .hooks import apply_reducers, check_jsonable, hook_failure, maybe_await, where_of
 from .mcp_tools import not_started, tool_activity_input
 from .run import PAYLOAD_LIMIT, Run, oversize
@@ -83,6 +85,8 @@ class _Batch:
         self.returns: dict[int, ToolReturnPart] = {}
         self.usage: dict[int, Usage] = {}
         self.failure: RunFailure | None = None
+        self.started: set[int] = set()
+        """Calls whose execution started (streaming: their `tool_end` is published as they end)."""
 
     def record(self, index: int, status: ToolReturnStatus, content: Any) -> None:
         call = self.calls[index]
@@ -132,6 +136,9 @@ async def run_tool_calls(
     _account(run, batch, selected)
     run.merge_reported_usage()
     run.record_returns([batch.returns[i] for i in range(len(calls))])
+    for i, ret in sorted(batch.returns.items()):  # streaming: calls that never started end here
+        if i not in batch.started:
+            _emit_end(step, ret)
     telemetry.tool_returns(run.agent.name, ((r.tool_name, r.status) for r in batch.returns.values()))
     run.confirm()
     if batch.failure is not None:
@@ -242,7 +249,7 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
     if not ready:
         return
     run.bump(tool_calls=run.counters.tool_calls + len(ready))
-    results = await asyncio.gather(*(_run_one(run, c) for c in ready))
+    results = await asyncio.gather(*(_run_streamed(run, batch, c) for c in ready))
     if any(c.cancelled for c in ready):
         batch.fail(runtime_failure(Cancelled("the run was cancelled while its tools ran")))
     for c, (status, content, usage) in zip(ready, results, strict=True):
@@ -265,6 +272,22 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
                                          batch.returns[c.index].model_copy(deep=True)))
             except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
                 batch.fail(hook_failure(e, where_of(cap, "after_tool_execute")))
+
+
+async def _run_streamed(run: Run, batch: _Batch, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
+    """Streaming: `_run_one` between its `tool_start` and `tool_end` events."""
+    batch.started.add(c.index)
+    emit("tool_start", step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
+         args=c.call.args)
+    status, content, usage = await _run_one(run, c)
+    _emit_end(c.ctx.run_step, ToolReturnPart(tool_name=c.tool.name, tool_call_id=c.call.tool_call_id,
+                                              content=content, status=status))
+    return status, content, usage
+
+
+def _emit_end(step: int, ret: ToolReturnPart) -> None:
+    emit("tool_end", step=step, call_id=ret.tool_call_id, tool=ret.tool_name, status=ret.status,
+         content=preview(ret.content))
 
 
 async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:

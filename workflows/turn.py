@@ -144,7 +144,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         output_tool = output_tool.model_copy(update={"max_retries": run.limits.output_retries})
     state = ModelRequestState(
         messages=list(turn.messages), request_messages=list(turn.messages),
-        model=run.model, settings=agent.settings,
+        model=run.model, settings=run.settings,  # streaming: `RunInput.stream`
         params=ModelRequestParams(
             function_tools=_offered(run),
             output_tools=[output_tool] if output_tool else [],

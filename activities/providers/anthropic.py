@@ -40,8 +40,9 @@ from ._common import (
     return_text,
     status_error,
 )
+from ._stream import stream_anthropic
 
-__all__ = ["AnthropicModel", "build_request", "parse_response", "DEFAULT_MAX_TOKENS"]
+__all__ = ["AnthropicModel", "build_request", "parse_response", "anthropic_error", "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_MAX_TOKENS = 4096
 """`max_tokens` sent when `ModelSettings.max_tokens` is unset (the API requires one)."""
@@ -77,12 +78,16 @@ class AnthropicModel(ProviderModel):
         body, extra = build_request(self.model, messages, info, self.default_max_tokens)
         import anthropic
 
-        try:
-            result = await client.messages.create(**body, extra_body=extra or None,
-                                                  timeout=request_timeout())
-        except anthropic.AnthropicError as e:
-            raise _error(e, endpoint) from None
-        response = parse_response(result.model_dump(mode="json"), info, self.model)
+        if info.settings.stream:  # streaming
+            data = await stream_anthropic(client, body, extra, endpoint)
+        else:
+            try:
+                result = await client.messages.create(**body, extra_body=extra or None,
+                                                      timeout=request_timeout())
+            except anthropic.AnthropicError as e:
+                raise anthropic_error(e, endpoint) from None
+            data = result.model_dump(mode="json")
+        response = parse_response(data, info, self.model)
         ref = response.model_name or self.model
         return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
 
@@ -91,7 +96,8 @@ def _make_client(module: Any, endpoint: Endpoint) -> Any:
     return module.AsyncAnthropic(api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0)
 
 
-def _error(e: Exception, endpoint: Endpoint) -> Exception:
+def anthropic_error(e: Exception, endpoint: Endpoint) -> Exception:
+    """The towline error for an Anthropic SDK error (messages scrubbed of key and endpoint)."""
     import anthropic
 
     if isinstance(e, anthropic.APIStatusError):

@@ -43,6 +43,7 @@ from ._common import (
     return_text,
     status_error,
 )
+from ._stream import stream_chat
 
 __all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json"]
 
@@ -79,7 +80,8 @@ class OpenAIChatModel(ProviderModel):
         client = self.sdk_client(endpoint, make_openai_client)
         body, extra = build_request(self.model, messages, info, system_role=self.system_role,
                                     max_tokens_field=self.max_tokens_field)
-        data = await call_json(client.chat.completions.create, body, extra, endpoint)
+        send = stream_chat if info.settings.stream else call_json  # streaming
+        data = await send(client.chat.completions.create, body, extra, endpoint)
         response = parse_response(data, info, self.model)
         ref = response.model_name or self.model
         return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})

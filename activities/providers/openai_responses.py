@@ -28,6 +28,7 @@ from towline.messages import (
 from towline.models import ModelInfo
 
 from ._common import ProviderModel, field_map, items, parse_args, priced, retry_text, return_text
+from ._stream import stream_responses
 from .openai_chat import call_arguments, call_json, make_openai_client
 
 __all__ = ["OpenAIResponsesModel", "build_request", "parse_response"]
@@ -53,7 +54,8 @@ class OpenAIResponsesModel(ProviderModel):
         endpoint = self.endpoint()
         client = self.sdk_client(endpoint, make_openai_client)
         body, extra = build_request(self.model, messages, info)
-        data = await call_json(client.responses.create, body, extra, endpoint)
+        send = stream_responses if info.settings.stream else call_json  # streaming
+        data = await send(client.responses.create, body, extra, endpoint)
         response = parse_response(data, info, self.model)
         ref = response.model_name or self.model
         return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})

@@ -5,7 +5,9 @@ beside this file). The real SDKs talk to it over HTTP exactly as they would to
 the provider, so what the tests check is the wire format both ways: each
 request the SDK sent is recorded (path, headers, JSON body), and each reply is
 a status, headers and a JSON body taken from a recorded exchange
-(`exchanges/*.json`) or made by the test.
+(`exchanges/*.json`) or made by the test. A request that asks to stream
+(`"stream": true`) gets the same answer as the provider streams it: server-sent
+events in the provider's format (`sse.py`), optionally spaced out in time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from sse import Event, encode, sse_events
 
 from towline.devserver import free_port
 
@@ -39,6 +43,12 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict[str, str])
     delay: float = 0.0
     """Seconds to wait before answering (a slow provider)."""
+    events: list[Event] | None = None
+    """Streaming: the events to send instead of those made from `body`."""
+    gap: float = 0.0
+    """Streaming: seconds between two events (a model generating)."""
+    cut_after: int | None = None
+    """Streaming: drop the connection after this many events (a broken stream)."""
 
 
 @dataclass
@@ -147,6 +157,9 @@ class FakeProvider:
                 reply = provider._next(recorded)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.status == 200 and isinstance(body, dict) and body.get("stream"):
+                    self._stream(reply)
+                    return
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
@@ -157,6 +170,27 @@ class FakeProvider:
                 try:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a killed worker)
+                    pass
+
+            def _stream(self, reply: Reply) -> None:
+                events = reply.events if reply.events is not None else sse_events(self.path, reply.body)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for i, event in enumerate(events):
+                        if reply.cut_after is not None and i >= reply.cut_after:
+                            break
+                        if i and reply.gap:
+                            time.sleep(reply.gap)
+                        self.wfile.write(encode(event))
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
                     pass
 
             def log_message(self, format: str, *args: Any) -> None:

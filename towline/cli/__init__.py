@@ -4,6 +4,7 @@
     towline dev --agent examples.calculator:agent
     towline worker --agent myapp.agents:support
     towline show calculator-1a2b3c4d5e6f
+    towline watch research-1a2b3c4d5e6f
     towline approve calculator-1a2b3c4d5e6f test_1_0 --reason "looks fine"
     towline runs --status waiting
     towline pending
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import codec, mcp, run, runs, server, show, steer
+    from towline.cli import codec, mcp, run, runs, server, show, steer, watch
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, runs, steer, codec, mcp):
+    for module in (server, run, show, watch, runs, steer, codec, mcp):
         module.register(sub)
     return parser
 

@@ -55,6 +55,7 @@ from towline.cli.server import (
     stop_event,
     tracing,
 )
+from towline.cli.watch import stream_run
 from towline.client import run_error, start_run, with_towline
 from towline.ledger import format_cost
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
@@ -165,8 +166,13 @@ class Session:
             return
         if not any(isinstance(m, ModelResponse) for m in messages):
             return
+        self.answered_with(self.answer(messages))
+
+    def answered_with(self, answer: Any) -> None:
+        """Print the session's first answer (stdout) and how to go on (once)."""
+        if self.answered:
+            return
         self.answered = True
-        answer = self.answer(messages)
         print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, ensure_ascii=False))
         sys.stdout.flush()
         wid = self.workflow_id
@@ -312,7 +318,7 @@ async def run_command(args: Any) -> int:
         try:
             handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
                                      id=args.id, limits=limits, session=args.session,
-                                     id_reuse_policy=reuse, model=args.model)
+                                     id_reuse_policy=reuse, model=args.model, stream=args.stream)
         except WorkflowAlreadyStartedError:
             raise await _duplicate(client, args.id, args.allow_duplicate) from None
         except RPCError as e:
@@ -324,11 +330,17 @@ async def run_command(args: Any) -> int:
             f"server {address})")
         progress = Progress(handle.id, quiet=args.quiet)
         session = Session(agent, handle.id) if args.session else None
+        # streaming: an agent (or run) that streams is shown as its events come
+        streamed = not args.quiet and (agent.settings.stream if args.stream is None else args.stream)
         try:
-            result = await _follow(handle, progress, stop, session)
+            if streamed:
+                result = await stream_run(client, handle, stop,
+                                         session.answered_with if session else None)
+            else:
+                result = await _follow(handle, progress, stop, session)
         except WorkflowFailureError as e:
             err = run_error(e)
-            if err.partial is not None:
+            if err.partial is not None and not streamed:
                 progress.messages(err.partial.messages)
             if isinstance(e.cause, TerminatedError):  # no failure reason: nothing of it ran
                 say(f"towline: run {handle.id} was terminated: {e.cause.message or 'no reason given'}")
@@ -342,7 +354,8 @@ async def run_command(args: Any) -> int:
                 f"{agent.name!r} runs (towline show {handle.id}). Letting running calls finish "
                 f"(up to {GRACEFUL_SHUTDOWN.total_seconds():g}s)...")
             return 130
-        progress.messages(result.messages)
+        if not streamed:
+            progress.messages(result.messages)
         c = result.counters
         cost = f", cost {format_cost(c.cost_micros, c.unpriced_requests)}" if c.cost_micros is not None else ""
         say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
@@ -381,6 +394,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="run the agent on this model instead of its own, e.g. "
                    "openai:gpt-4.1-mini, anthropic:claude-sonnet-4-6, ollama:llama3.2 (the worker "
                    "must allow it: the in-process one does)")
+    streaming = p.add_mutually_exclusive_group()
+    streaming.add_argument("--stream", dest="stream", action="store_true", default=None,
+                           help="stream the model's text as it comes (the default when the "
+                           "agent's ModelSettings.stream is on)")
+    streaming.add_argument("--no-stream", dest="stream", action="store_false",
+                           help="do not stream: show each step once it is done")
     p.add_argument("--no-worker", action="store_true",
                    help="do not run an in-process worker (a worker must be running elsewhere)")
     p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")

@@ -28,6 +28,7 @@ from towline.cli.render import (
     when,
 )
 from towline.cli.runstate import RunDetails, read_run
+from towline.cli.watch import add_watch_options, watch_command
 from towline.ledger import format_cost
 
 __all__ = ["show_lines", "show_command", "register"]
@@ -77,7 +78,9 @@ def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]
 
 
 async def show_command(args: Any) -> int:
-    """`towline show WORKFLOW_ID`."""
+    """`towline show WORKFLOW_ID` (`--follow`: `towline watch WORKFLOW_ID`)."""
+    if args.follow:  # streaming
+        return await watch_command(args)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     client = await connect_client(target)
     details = await read_run(client, args.workflow_id)
@@ -99,6 +102,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
         "queries while it runs, from its result or failure afterwards).")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
     p.add_argument("--json", action="store_true", help="print it all as one JSON object")
+    p.add_argument("--follow", action="store_true",  # streaming
+                   help="follow the run's live events instead, as towline watch does (with "
+                   "--json: one JSON object per event)")
+    add_watch_options(p)
     p.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
     add_connection(p)
     p.set_defaults(handler=show_command)

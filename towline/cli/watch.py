@@ -1,0 +1,325 @@
+"""`towline watch WORKFLOW_ID`: follow a run's live events (text as it arrives, tools as they run).
+
+Reads the run's Workflow Stream (`towline.client.events`) from the start or
+from `--from-offset`, running or finished, and prints each event: as text
+(`EventPrinter`, also what `towline run` shows for an agent that streams), or
+as JSON lines with `--json`. `towline show WORKFLOW_ID --follow` is the same.
+Ctrl-C stops watching (the run goes on) and says the offset to resume from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from towline.cli.common import CliError, add_connection, connect_client, one_line, resolve_target
+from towline.cli.render import format_call, short
+from towline.cli.runstate import agent_name, describe_run, workers_polling
+from towline.cli.server import stop_event
+from towline.client import events
+from towline.events import RunEvent
+from towline.results import RunResult
+
+__all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "non_negative", "register",
+           "add_watch_options", "IDLE_HINT_AFTER"]
+
+IDLE_HINT_AFTER = 10.0
+"""Seconds without an event after which `watch` asks whether a worker is running."""
+
+
+def non_negative(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+class EventPrinter:
+    """Renders run events as lines a person reads; a step's streamed text is written as it comes.
+
+    `run_header` and `outcome` are off for `towline run`, which prints its own.
+    """
+
+    def __init__(self, workflow_id: str, out: TextIO, *, run_header: bool = True,
+                 outcome: bool = True) -> None:
+        self.workflow_id = workflow_id
+        self.out = out
+        self.run_header = run_header
+        self.outcome = outcome
+        self.open: int | None = None
+        """The step whose streamed text line is not finished yet."""
+        self.attempts: dict[int, int] = {}
+        """Per step: the attempt of the model call whose text was shown."""
+        self.last_text: str | None = None
+        """The text of the last response shown (streamed or whole)."""
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _close(self) -> None:
+        if self.open is not None:
+            self._write("\n")
+            self.open = None
+
+    def line(self, text: str) -> None:
+        """A whole line (after any open streamed text)."""
+        self._close()
+        self._write(text + "\n")
+
+    def __call__(self, e: RunEvent) -> None:
+        handler: Callable[[RunEvent], None] | None = getattr(self, f"_on_{e.type}", None)
+        if handler is not None:
+            handler(e)
+
+    def _on_run(self, e: RunEvent) -> None:
+        if not self.run_header:
+            return
+        how = ", streaming" if e.field("streaming") else ""
+        self.line(f"Run {self.workflow_id}: agent {e.field('agent')}, model {e.field('model')}{how}")
+        if e.field("prompt"):
+            self.line(f"[user] {short(e.field('prompt'), 200)}")
+
+    def _on_text(self, e: RunEvent) -> None:
+        step = e.step or 0
+        attempt = int(e.field("attempt") or 1)
+        shown = self.attempts.get(step)
+        if shown is not None and attempt > shown:
+            self.line(f"[step {step}] (the model call was retried: attempt {attempt} starts over)")
+        self.attempts[step] = attempt
+        if self.open != step:
+            self._close()
+            self._write(f"[step {step}] ")
+            self.open = step
+        self._write(str(e.field("delta") or ""))
+
+    def _on_response(self, e: RunEvent) -> None:
+        step = e.step or 0
+        text = e.field("text")
+        self.last_text = text
+        if step in self.attempts:
+            self._close()  # its text was streamed
+        elif text:
+            self.line(f"[step {step}] {text}")
+        raw: list[dict[str, Any]] = e.field("tool_calls") or []
+        calls = [format_call(str(c.get("tool")), dict(c.get("args") or {}), 80) for c in raw]
+        if calls:
+            self.line(f"[step {step}] model calls {', '.join(calls)}")
+        elif not text:
+            self.line(f"[step {step}] model gave an empty response")
+
+    def _on_tool_start(self, e: RunEvent) -> None:
+        self.line(f"[step {e.step}]   {e.field('tool')} started  (call id {e.field('call_id')})")
+
+    def _on_tool_end(self, e: RunEvent) -> None:
+        self.line(f"[step {e.step}]   {e.field('tool')} -> {short(e.field('content'), 80)}"
+                  f"  ({e.field('status')})")
+
+    def _on_approval(self, e: RunEvent) -> None:
+        call_id = e.field("call_id")
+        call = format_call(str(e.field("tool")), dict(e.field("args") or {}), 80)
+        self.line(f"waiting for approval: {call}  (call id {call_id})\n"
+                  f"  towline approve {self.workflow_id} {call_id}   "
+                  f"or   towline reject {self.workflow_id} {call_id}")
+
+    def _on_decision(self, e: RunEvent) -> None:
+        decision = str(e.field("decision"))
+        reason = e.field("reason")
+        said = f": {reason}" if reason and reason not in (decision, "approval timed out") else ""
+        self.line(f"call {e.field('call_id')} {decision.replace('_', ' ')}{said}")
+
+    def _on_user(self, e: RunEvent) -> None:
+        self.line(f"[user] {short(e.field('content'), 200)}")
+
+    def _on_answer(self, e: RunEvent) -> None:
+        if self.outcome:
+            output = e.field("output")
+            self.line(f"[answer] {output if isinstance(output, str) else json.dumps(output)}")
+            self.line("(the session waits for the next message)")
+
+    def _on_result(self, e: RunEvent) -> None:
+        self._close()
+        if not self.outcome:
+            return
+        c: dict[str, Any] = e.field("counters") or {}
+        tokens = int(c.get("input_tokens") or 0) + int(c.get("output_tokens") or 0)
+        self.line(f"Done: {_plural(int(c.get('run_step') or 0), 'step')}, "
+                  f"{_plural(int(c.get('tool_calls') or 0), 'tool call')}, "
+                  f"{_plural(int(c.get('requests') or 0), 'model request')}, "
+                  f"{_plural(tokens, 'token')}.")
+        output = e.field("output")
+        if isinstance(output, str):
+            if output != self.last_text:  # an answer just shown is not repeated
+                self.line(output)
+        else:
+            self.line(json.dumps(output, indent=2, ensure_ascii=False))
+
+    def _on_failed(self, e: RunEvent) -> None:
+        self._close()
+        if self.outcome:
+            self.line(f"Failed: {e.field('reason')}: {e.field('message')}")
+
+
+async def _idle_hint(client: Client, workflow_id: str, seen: list[RunEvent]) -> None:
+    """After a while with no event, say why one may not come (no worker polls the queue)."""
+    await asyncio.sleep(IDLE_HINT_AFTER)
+    if seen:
+        return
+    try:
+        desc = await describe_run(client.get_workflow_handle(workflow_id))
+        polled = await workers_polling(client, desc.task_queue, datetime.now(UTC))
+    except (CliError, RPCError):
+        return
+    if polled is False:
+        agent = await agent_name(client, desc)
+        print(f"no events yet: no worker polls task queue {desc.task_queue!r}; start one for "
+              f"agent {agent or '...'!r} (towline worker --agent MODULE:ATTR --task-queue "
+              f"{desc.task_queue})", file=sys.stderr, flush=True)
+
+
+async def follow(
+    client: Client, workflow_id: str, on_event: Callable[[RunEvent], None], *,
+    from_offset: int = 0, stop: asyncio.Event | None = None,
+) -> tuple[list[RunEvent], bool]:
+    """Feed the run's events to `on_event` until the run ends (or `stop` is set).
+
+    Returns the events seen and whether `stop` interrupted. `CliError` when the
+    run does not exist, or has ended and no worker can read its events back.
+    """
+    handle = client.get_workflow_handle(workflow_id)
+    desc = await describe_run(handle)
+    if desc.status != WorkflowExecutionStatus.RUNNING and await workers_polling(
+            client, desc.task_queue, datetime.now(UTC)) is False:
+        raise await _unreadable(client, desc, RuntimeError("no worker"))
+    seen: list[RunEvent] = []
+
+    async def read() -> None:
+        async for event in events(handle, from_offset=from_offset, client=client):
+            seen.append(event)
+            on_event(event)
+
+    reading = asyncio.ensure_future(read())
+    hint = asyncio.ensure_future(_idle_hint(client, workflow_id, seen))
+    stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        waiting: set[asyncio.Future[Any]] = {reading, *([stopped] if stopped else [])}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if reading not in done:
+            reading.cancel()
+            return seen, True
+        try:
+            reading.result()
+        except (RPCError, WorkflowQueryFailedError) as e:
+            raise await _unreadable(client, desc, e) from None
+        return seen, False
+    finally:
+        hint.cancel()
+        if stopped is not None:
+            stopped.cancel()
+
+
+async def stream_run(
+    client: Client, handle: WorkflowHandle[Any, RunResult], stop: asyncio.Event,
+    on_answer: Callable[[Any], None] | None = None,
+) -> RunResult | None:
+    """`towline run` for a run that streams: its events on stderr as they come, then the
+    result (None on Ctrl-C). `on_answer` gets a session's first answer."""
+    printer = EventPrinter(handle.id, sys.stderr, run_header=False, outcome=False)
+    answered = False
+
+    def on_event(event: RunEvent) -> None:
+        nonlocal answered
+        printer(event)
+        if event.type == "answer" and on_answer is not None and not answered:
+            answered = True
+            on_answer(event.field("output"))
+
+    _, interrupted = await follow(client, handle.id, on_event, stop=stop)
+    return None if interrupted else await handle.result()
+
+
+async def _unreadable(client: Client, desc: Any, err: Exception) -> CliError:
+    """Why the events of a run could not be read (a closed run needs a worker to read them)."""
+    closed = desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
+    no_worker = "no poller seen" in str(err) or (
+        await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False)
+    if closed and no_worker:
+        agent = await agent_name(client, desc)
+        return CliError(
+            f"run {desc.id!r} has ended, and a finished run's events are read back by a worker "
+            f"for its agent: none polls task queue {desc.task_queue!r} (start one: towline worker "
+            f"--agent MODULE:ATTR for agent {agent or '...'!r}; or see the run with towline show "
+            f"{desc.id})")
+    return CliError(f"cannot read the events of run {desc.id!r}: {one_line(err)}")
+
+
+async def watch_command(args: Any) -> int:
+    """`towline watch WORKFLOW_ID` (and `towline show WORKFLOW_ID --follow`)."""
+    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    client = await connect_client(target)
+    if args.json:
+        def on_event(e: RunEvent) -> None:
+            print(json.dumps(e.to_json(), ensure_ascii=False, default=str), flush=True)
+    else:
+        on_event = EventPrinter(args.workflow_id, sys.stdout)
+    seen, interrupted = await follow(client, args.workflow_id, on_event,
+                                     from_offset=args.from_offset, stop=stop_event())
+    if interrupted:
+        resume = seen[-1].offset + 1 if seen else args.from_offset
+        print(f"stopped watching run {args.workflow_id} (it goes on); resume with: towline watch "
+              f"{args.workflow_id} --from-offset {resume}", file=sys.stderr, flush=True)
+        return 130
+    last = seen[-1].type if seen else None
+    if last == "result":
+        return 0
+    if last != "failed":  # ended without its own last word: terminated, timed out
+        desc = await describe_run(client.get_workflow_handle(args.workflow_id))
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        if status == "COMPLETED":
+            return 0
+        print(f"towline: run {args.workflow_id} ended: {status}", file=sys.stderr, flush=True)
+    return 1
+
+
+def add_watch_options(parser: argparse.ArgumentParser) -> None:
+    """`--from-offset` (and `--json`, for `watch`)."""
+    parser.add_argument("--from-offset", type=non_negative, default=0, metavar="N",
+                        help="start at the event with this offset (default 0: from the start); "
+                        "after an interruption, one more than the last offset seen")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+    """`towline watch`."""
+    p = sub.add_parser(
+        "watch", help="follow a run's live events: text as it arrives, tool calls as they run",
+        description="Follow a run (running or finished) from its first event, or from "
+        "--from-offset: the model's text as it arrives (for agents that stream), tool calls as "
+        "they start and end, approvals, and the result. Exit 0 when the run succeeded, 1 when it "
+        "failed; Ctrl-C stops watching (not the run) and prints the offset to resume from.")
+    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per event and line, with its offset and type")
+    add_watch_options(p)
+    add_connection(p)
+    p.set_defaults(handler=watch_command)

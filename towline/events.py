@@ -1,0 +1,78 @@
+"""Live events of a run: what `towline watch`, `towline run` and `towline.client.events` show.
+
+A run publishes its events to its own Temporal Workflow Stream
+(`temporalio.contrib.workflow_streams`, topic `EVENTS_TOPIC`): the workflow
+publishes the run's lifecycle (a step starts, the model answered, a tool
+started and ended, an approval is needed and decided, the result or the
+failure), which costs no history event at all; the model activity of a run
+that streams publishes the text as it arrives, in batches (one signal each,
+a bounded number per model call). Every event has an `offset`: its position
+in the run's stream, from 0, without gaps, carried across continue-as-new,
+so a reader that reconnects from `offset + 1` of the last event it saw gets
+every later event exactly once.
+
+Events are JSON objects with a `type` (below) and the fields of that type;
+`RunEvent` reads one. Text deltas are a preview: the `response` event that
+follows them is the record (after a retried model call, `attempt` > 1, the
+text starts over).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHARS", "preview"]
+
+EVENTS_TOPIC: Final = "towline.events"
+"""The Workflow Streams topic a run's events are published on."""
+
+EventType = Literal[
+    "run", "step", "text", "response", "tool_start", "tool_end", "approval", "decision",
+    "user", "answer", "result", "failed",
+]
+EVENT_TYPES: Final[tuple[str, ...]] = (
+    "run", "step", "text", "response", "tool_start", "tool_end", "approval", "decision",
+    "user", "answer", "result", "failed",
+)
+"""Every event type, in the order a run usually publishes them."""
+
+PREVIEW_CHARS: Final = 2000
+"""Characters of a prompt or tool result an event carries (the history keeps all of it)."""
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
+    """`value` as an event carries it: strings cut at `limit` characters, others as they are."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[: limit - 1] + "…"
+    return value
+
+
+class RunEvent(BaseModel):
+    """One event of a run's stream (unknown fields are kept, for events of newer versions)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str
+    """One of `EVENT_TYPES`: `run` (started: agent, model, prompt, streaming), `step` (a model
+    request starts), `text` (a piece of the model's text: `delta`, `attempt`), `response` (the
+    model answered: `text`, `tool_calls`, `finish_reason`, `usage`), `tool_start` /
+    `tool_end` (`call_id`, `tool`, `args`; `status` and `content` at the end), `approval`
+    (a call waits for a human), `decision` (`approved`, `rejected` or `timed_out`), `user` (a
+    message sent to the run), `answer` (a session's answer; it waits for the next message),
+    `result` (the run succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""
+    offset: int = -1
+    """The event's position in the run's stream, from 0 (-1: not read from a stream)."""
+    step: int | None = None
+    """The run step (model request number) the event belongs to, when it belongs to one."""
+
+    def field(self, name: str, default: Any = None) -> Any:
+        """A field of this event type (see `type`), or `default`."""
+        extra = self.model_extra or {}
+        return extra.get(name, default)
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as JSON data: `offset` and `type` first, then its fields."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {"offset": data.pop("offset"), "type": data.pop("type"), **data}
