@@ -55,6 +55,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -105,6 +106,7 @@ class Workers:
         self.alive: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
+        """Launch one more worker process (its output goes to `workers.log`)."""
         with self.log.open("ab") as log:
             self.alive.append(subprocess.Popen(
                 self.command, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
@@ -122,6 +124,7 @@ class Workers:
         return kill
 
     def stop(self) -> None:
+        """SIGKILL every worker still running (each by its pid)."""
         for p in self.alive:
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
@@ -166,7 +169,8 @@ class _Runs:
                             p: list[list[Call]] = plan) -> WorkflowHandle[Any, RunResult]:
                 try:
                     return await start_run(self.client, name, plan_prompt(p),
-                                           task_queue=self.task_queue, id=wid)
+                                           task_queue=self.task_queue, id=wid,
+                                           id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE)
                 except WorkflowAlreadyStartedError:  # a retried start that had gone through
                     return self.client.get_workflow_handle(wid, result_type=RunResult)
 
@@ -193,7 +197,11 @@ class _Runs:
 
 
 async def _collect(runs: _Runs, out: Path) -> list[RunRecord]:
-    """Each run's status, result or failure and ledger snapshots; stuck runs are terminated."""
+    """Each run's status, result or failure and ledger snapshots; stuck runs are terminated.
+
+    Every run's history is saved as `out/histories/<workflow id>.json` (Temporal's JSON
+    history format, which `WorkflowHistory.from_json` and the `Replayer` read).
+    """
     records: list[RunRecord] = []
     histories = out / "histories"
     histories.mkdir(exist_ok=True)
@@ -215,8 +223,7 @@ async def _collect(runs: _Runs, out: Path) -> list[RunRecord]:
             except WorkflowFailureError as e:
                 error = run_error(e)
                 record.reason, record.message, record.partial = error.reason, str(error), error.partial
-        if status != "COMPLETED":
-            (histories / f"{workflow_id}.json").write_text(history.to_json())
+        (histories / f"{workflow_id}.json").write_text(history.to_json())
         if desc.status == WorkflowExecutionStatus.RUNNING:
             await _rpc(lambda h=handle: h.terminate("chaos bench: stuck after the drain"))
         records.append(record)
