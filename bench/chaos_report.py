@@ -191,10 +191,12 @@ def _explain(run: RunRecord, ret: ToolReturnPart, call: Call, logs: _Logs,
     mine_all = [a for a in attempts if a["workflow_id"] == run.workflow_id]
     ids = {a["activity_id"] for a in mine_all if a.get("label") == call.label}
     mine = {a["attempt"]: a for a in mine_all if a["activity_id"] in ids}
-    if len(ids) != 1 or n not in mine or n + 1 not in mine:
+    later = sorted(k for k in mine if k > n)
+    if len(ids) != 1 or n not in mine or not later:
         return (f"{where}: attempt {n} entered the tool, yet no worker logged it or a retry",
                 False, False)
-    lost, after = mine[n], mine[n + 1]
+    # attempts between them may have been lost before they logged anything
+    lost, after = mine[n], mine[later[0]]
     ran = any(e["workflow_id"] == run.workflow_id and e["label"] == call.label
               and e["attempt"] == n for e in execs)
     applied = sum(1 for e in effects if e["label"] == call.label)
@@ -211,18 +213,22 @@ def _explain(run: RunRecord, ret: ToolReturnPart, call: Call, logs: _Logs,
     else:
         how = (f"worker {lost['pid']} was not killed, but its heartbeats or result did not "
                "reach the server within the heartbeat timeout")
-    return (f"{where}: attempt {n} entered the tool and {how}; {what}; attempt {n + 1} "
+    return (f"{where}: attempt {n} entered the tool and {how}; {what}; attempt {later[0]} "
             f"({after['t'] - lost['t']:.1f} s later) refused to run it again"), True, ran
 
 
-def _lost_before_entry(attempts: list[dict[str, Any]], execs: list[dict[str, Any]]) -> int:
-    """Attempts of non-idempotent tools lost before the function started (then retried)."""
-    ran = {(e["workflow_id"], e["activity_id"], e["attempt"]) for e in execs}
-    seen = {(a["workflow_id"], a["activity_id"], a["attempt"]) for a in attempts}
-    return sum(1 for a in attempts
-               if a["type"].removeprefix("towline.tool.") in NON_IDEMPOTENT
-               and (a["workflow_id"], a["activity_id"], a["attempt"] + 1) in seen
-               and (a["workflow_id"], a["activity_id"], a["attempt"]) not in ran)
+def _lost_before_entry(execs: list[dict[str, Any]]) -> int:
+    """Attempts of non-idempotent tools lost before the function started, then rerun.
+
+    A call whose function first ran on attempt k had k - 1 attempts lost before that
+    (some so early that no worker logged them).
+    """
+    first: dict[tuple[str, str], int] = {}
+    for e in execs:
+        if e["tool"] in NON_IDEMPOTENT:
+            key = (e["workflow_id"], e["activity_id"])
+            first[key] = min(first.get(key, e["attempt"]), e["attempt"])
+    return sum(k - 1 for k in first.values())
 
 
 def analyse(runs: Sequence[RunRecord], folder: Path, kills: Sequence[Kill], seed: int) -> Report:
@@ -234,7 +240,7 @@ def analyse(runs: Sequence[RunRecord], folder: Path, kills: Sequence[Kill], seed
     report.server_kills = sum(1 for k in kills if k.what == "server")
     report.attempts = len(attempts)
     report.attempts_retried = sum(1 for a in attempts if a["attempt"] > 1)
-    report.lost_before_entry = _lost_before_entry(attempts, execs)
+    report.lost_before_entry = _lost_before_entry(execs)
 
     per_key = Tally(e["key"] for e in effects)
     per_label = Tally(e["label"] for e in effects)
