@@ -31,6 +31,7 @@ __all__ = [
     "cap_tools",
     "cap_state_schema",
     "cap_agents",
+    "cap_activities",
     "MIDDLEWARE_HOOKS",
 ]
 
@@ -53,6 +54,10 @@ class Capability:
     """Tools added to the agent's inventory."""
     state_schema: Mapping[str, Any] = {}
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
+    activities: Sequence[Callable[..., Any]] = ()
+    """Activities (`@activity.defn` functions) the hooks call with
+    `workflow.execute_activity`: their I/O happens there, never in the hook. Every worker
+    serving the agent registers them (`towline worker` too)."""
 
     def before_model_request(self, state: ModelRequestState) -> ModelRequestState | Awaitable[ModelRequestState]:
         """Before each model request: return the (possibly modified) state."""
@@ -89,6 +94,8 @@ class Middleware:
     """Tools added to the agent's inventory."""
     state_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
+    activities: Sequence[Callable[..., Any]] = ()
+    """Activities the hooks call (`workflow.execute_activity`); workers register them."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -113,6 +120,7 @@ def hook_of(cap: CapabilityLike, hook: str) -> Callable[..., Any] | None:
     def bound(*args: Any) -> Any:
         return fn(cap, *args)
 
+    bound.__wrapped__ = fn  # pyright: ignore[reportFunctionMemberAccess]
     return bound
 
 
@@ -140,6 +148,12 @@ def cap_state_schema(cap: CapabilityLike) -> dict[str, Any]:
     if callable(schema):
         schema = schema()
     return dict(schema)
+
+
+def cap_activities(cap: CapabilityLike) -> tuple[Callable[..., Any], ...]:
+    """Activities the capability's hooks call, for workers to register."""
+    activities: Any = getattr(cap, "activities", ())
+    return tuple(activities)
 
 
 def cap_agents(cap: CapabilityLike) -> tuple[Agent, ...]:

@@ -61,8 +61,9 @@ class CompletionGate(Capability):
 
     check: Check | None = None
     """`check(text) -> bool | str`, sync or async: `True` passes; `False` or a feedback string
-    fails. It runs as workflow code, so it must be deterministic (no I/O, clock or randomness);
-    structured output is checked as its JSON text."""
+    fails. It runs as workflow code, so it must be deterministic (no I/O, clock or randomness:
+    the determinism guard fails the run with `NondeterministicHook` naming
+    `CompletionGate.check`); structured output is checked as its JSON text."""
     max_attempts: int = 3
     """Answers the model may give per final answer: after this many failed checks the last
     answer is let through (verdict `gave_up`). 1 checks and records without bouncing."""
@@ -103,7 +104,9 @@ class CompletionGate(Capability):
             attempts = int(prior.get("attempts", 0)) + 1  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         usage = Usage()
         if self.check is not None:
-            feedback = _feedback(await _maybe_await(self.check(answer)))
+            from towline.workflows.guard import Guard, guarded
+
+            feedback = _feedback(await guarded(Guard("CompletionGate.check"), self.check, answer))
         else:
             feedback, usage = await self._review(messages, answer)
         update: dict[str, Any] = {}
@@ -187,8 +190,3 @@ def _task(messages: list[Message]) -> str:
                 return "\n".join(texts)
     return ""
 
-
-async def _maybe_await(value: Any) -> Any:
-    if isinstance(value, Awaitable):
-        return await value  # pyright: ignore[reportUnknownVariableType]
-    return value

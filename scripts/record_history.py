@@ -26,7 +26,11 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from history_agents import HISTORY_AGENTS, RECORDINGS  # pyright: ignore[reportMissingImports]
+from history_agents import (  # pyright: ignore[reportMissingImports]
+    HISTORY_AGENTS,
+    HISTORY_MODELS,
+    RECORDINGS,
+)
 
 from towline.devserver import start_dev_server
 from towline.results import RunResult
@@ -67,7 +71,9 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
     written: list[Path] = []
     env = await start_dev_server(db_path=None, ui=False)
     try:
-        async with towline_worker(env.client, HISTORY_AGENTS, task_queue=TASK_QUEUE) as (
+        async with towline_worker(
+            env.client, HISTORY_AGENTS, task_queue=TASK_QUEUE, models=HISTORY_MODELS,
+        ) as (
             client, queue,
         ):
             for rec in RECORDINGS:

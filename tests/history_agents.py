@@ -37,14 +37,31 @@ from towline import (
     ToolReturn,
     tool,
 )
-from towline.capabilities import ToolApproval
+from towline.capabilities import (
+    CompletionGate,
+    ModelFallback,
+    Subagent,
+    Summarization,
+    TodoList,
+    ToolApproval,
+    ToolSelector,
+)
+from towline.capabilities.state import ModelCallRequest
 from towline.errors import ModelRetry
-from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
-from towline.models import FunctionModel, ModelInfo
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    SystemPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPart,
+)
+from towline.models import FunctionModel, Model, ModelHTTPError, ModelInfo
 from towline.results import RunInput
 from towline.workflows import ApprovalDecision, SendInput
 
-__all__ = ["HISTORY_AGENTS", "RECORDINGS", "Recording"]
+__all__ = ["HISTORY_AGENTS", "HISTORY_MODELS", "RECORDINGS", "Recording"]
 
 
 def _returns(messages: list[Message]) -> list[ToolReturnPart]:
@@ -347,6 +364,172 @@ async def follow_to_the_end(handle: WorkflowHandle[Any, Any]) -> None:
 
     async for _ in events(handle):
         pass
+# --- a sub-agent: the parent delegates to a child AgentRun workflow ---------------------------
+
+
+def child_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """The child looks the city up, then answers with what it found."""
+    done = _returns(messages)
+    if not done:
+        return _calls(("lookup", {"city": "Lyon"}))
+    return f"the child found: {done[0].content}"
+
+
+subagent_child = Agent(
+    name="history-subagent-child",
+    model=FunctionModel(child_script, model_name="history-subagent-child-model"),
+    tools=[lookup],
+)
+
+
+def parent_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """The parent delegates once, then answers with the child's output."""
+    done = _returns(messages)
+    if not done:
+        return _calls(("task", {"prompt": "What is the weather in Lyon?"}))
+    return f"delegated: {done[0].content}"
+
+
+subagent_agent = Agent(
+    name="history-subagent",
+    model=FunctionModel(parent_script, model_name="history-subagent-model"),
+    tools=[lookup], capabilities=[Subagent(subagent_child)],
+)
+
+
+# --- an in_workflow tool: TodoList's write_todos ------------------------------------------------
+
+
+def todo_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Plan two items, complete them, then answer."""
+    done = _returns(messages)
+    if not done:
+        return _calls(("write_todos", {"todos": [{"content": "look", "status": "in_progress"},
+                                                 {"content": "answer"}]}))
+    if len(done) == 1:
+        return _calls(("write_todos", {"todos": [{"content": "look", "status": "completed"},
+                                                 {"content": "answer", "status": "completed"}]}))
+    return "all done"
+
+
+todo_agent = Agent(
+    name="history-todo", model=FunctionModel(todo_script, model_name="history-todo-model"),
+    capabilities=[TodoList()],
+)
+
+
+# --- model calls made by hooks: Summarization, ToolSelector, CompletionGate ---------------------
+
+
+@tool
+def alpha(n: int) -> int:
+    """Returns n + 1."""
+    return n + 1
+
+
+@tool
+def beta(n: int) -> int:
+    """Returns n + 2."""
+    return n + 2
+
+
+@tool
+def gamma(n: int) -> int:
+    """Returns n + 3."""
+    return n + 3
+
+
+def hook_models_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Two tool steps, a draft the gate bounces, then the final answer."""
+    if info.run_step <= 2:
+        return _calls(("alpha", {"n": info.run_step}))
+    bounced = any(isinstance(m, ModelRequest) and any(
+        isinstance(p, UserPart) and p.content.startswith("Your answer did not pass")
+        for p in m.parts) for m in messages)
+    return "final: alpha twice" if bounced else "draft"
+
+
+def summarizer_script(messages: list[Message], info: ModelInfo) -> str:
+    return "the user asked for alpha; alpha was called"
+
+
+def selector_script(messages: list[Message], info: ModelInfo) -> str:
+    return '["alpha"]'
+
+
+def reviewer_script(messages: list[Message], info: ModelInfo) -> str:
+    text = " ".join(p.content for m in messages if isinstance(m, ModelRequest)
+                    for p in m.parts if isinstance(p, UserPart))
+    return "PASS" if "final:" in text else "FAIL: say what was done"
+
+
+hook_models_agent = Agent(
+    name="history-hook-models",
+    model=FunctionModel(hook_models_script, model_name="history-hook-models-model"),
+    tools=[alpha, beta, gamma],
+    capabilities=[
+        Summarization(model="history-summarizer", trigger_messages=3, keep=2),
+        ToolSelector(model="history-selector", max_tools=1),
+        CompletionGate(rubric_model="history-reviewer", rubric="Say what was done."),
+    ],
+)
+
+
+# --- a wrap_model_call chain around ModelFallback ------------------------------------------------
+
+
+def refusing_script(messages: list[Message], info: ModelInfo) -> str:
+    raise ModelHTTPError(400, "the primary model refuses")
+
+
+def backup_script(messages: list[Message], info: ModelInfo) -> str:
+    return f"backup answered {len(info.tools)} tools"
+
+
+async def shape(request: ModelCallRequest, next: Any) -> ModelResponse:
+    """Outermost wrapper: a system note on the way in, the model name on the way out."""
+    note = ModelRequest(id="shape-note", parts=[SystemPart(content="Be brief.")])
+    response: ModelResponse = await next(request.model_copy(
+        update={"messages": [note, *request.messages]}))
+    parts = [p.model_copy(update={"content": f"{p.content} (via {response.model_name})"})
+             if p.part_kind == "text" else p for p in response.parts]
+    return response.model_copy(update={"parts": parts})
+
+
+wrap_agent = Agent(
+    name="history-wrap",
+    model=FunctionModel(refusing_script, model_name="history-wrap-primary"),
+    tools=[lookup],
+    capabilities=[Middleware("shape", wrap_model_call=shape), ModelFallback("history-backup")],
+)
+
+
+# --- an approval timeout and a session timeout that fire -------------------------------------------
+
+
+def timeouts_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """A transfer nobody approves in time, then report its status."""
+    done = _returns(messages)
+    if not done:
+        return _calls(("transfer", {"amount": 7}))
+    return f"transfer was {done[0].status}"
+
+
+timeouts_agent = Agent(
+    name="history-timeouts",
+    model=FunctionModel(timeouts_script, model_name="history-timeouts-model"),
+    tools=[transfer],
+    capabilities=[ToolApproval(tools=["transfer"], timeout=timedelta(seconds=1))],
+)
+
+
+HISTORY_MODELS: dict[str, Model] = {
+    "history-summarizer": FunctionModel(summarizer_script, model_name="history-summarizer"),
+    "history-selector": FunctionModel(selector_script, model_name="history-selector"),
+    "history-reviewer": FunctionModel(reviewer_script, model_name="history-reviewer"),
+    "history-backup": FunctionModel(backup_script, model_name="history-backup"),
+}
+"""Models the history agents' hooks call by name (only used when recording)."""
 
 
 HISTORY_AGENTS = [
@@ -355,6 +538,7 @@ HISTORY_AGENTS = [
     approval_agent,
     mcp_agent,
     streaming_agent,
+    subagent_agent, todo_agent, hook_models_agent, wrap_agent, timeouts_agent,
 ]
 """Every agent a committed history names."""
 
@@ -385,5 +569,16 @@ RECORDINGS = [
     Recording("history-mcp", RunInput(agent="history-mcp", prompt="use the server")),
     Recording("history-streaming", RunInput(agent="history-streaming", prompt="weather"),
               interact=follow_to_the_end),
+    Recording("history-subagent", RunInput(agent="history-subagent", prompt="delegate")),
+    Recording("history-todo", RunInput(agent="history-todo", prompt="plan it")),
+    Recording("history-hook-models", RunInput(agent="history-hook-models", prompt="use alpha")),
+    Recording("history-wrap", RunInput(agent="history-wrap", prompt="answer")),
+    # recorded once runs recorded their agent's version (a `towline-agent-version-*` marker)
+    Recording("history-versioned", RunInput(agent="history-tools", prompt="weather and maths")),
+    Recording(
+        "history-timeouts",
+        RunInput(agent="history-timeouts", prompt="pay", session=True,
+                 session_timeout=timedelta(seconds=2)),
+    ),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

@@ -33,6 +33,7 @@ from towline.cli.listing import RunRow
 from towline.cli.render import duration, money
 from towline.cli.runs import runs_lines
 from towline.client import start_run, with_towline
+from towline.fingerprint import agent_version
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.testing import towline_worker
@@ -102,9 +103,10 @@ async def _stuck_run(client: Client, queue: str, workflow_id: str, stack: AsyncE
         handle = await start_run(tclient, deployed, "hello", task_queue=queue, id=workflow_id,
                                  session=True)
         await _state(handle, lambda s: s.get("status") == "waiting")
-    # The broken deploy: same agent, changed workflow code, no replay test before shipping.
+    # The broken deploy: the old version accepted (as if compatible) without a replay test.
     await stack.enter_async_context(
-        towline_worker(client, [redeployed], task_queue=queue, max_cached_workflows=0))
+        towline_worker(client, [redeployed], task_queue=queue, max_cached_workflows=0,
+                       accept_versions=[agent_version(deployed)]))
     await handle.signal("cancel")  # any new event makes the new worker replay the history
     for _ in range(600):
         if (await handle.describe()).raw_description.pending_workflow_task.attempt > 1:
@@ -180,7 +182,7 @@ async def test_runs_lists_every_kind_of_run_live_ones_first(fleet: Fleet) -> Non
     assert table.code == 0, table
     lines = table.out.splitlines()
     assert lines[0].split() == ["WORKFLOW", "ID", "AGENT", "STATUS", "STEP", "TOOL", "CALLS",
-                                "TOKENS", "COST", "STARTED", "DURATION"]
+                                "TOKENS", "COST", "STARTED", "DURATION", "VERSION"]
     ok_line = next(line for line in lines if line.startswith(ids["succeeded"]))
     assert ok_line.split()[1:7] == ["calculator", "succeeded", "2", "1", "30", "-"]
 
@@ -271,6 +273,7 @@ async def test_show_reports_pending_calls_failures_stuck_tasks_and_json(fleet: F
     assert waiting.code == 0, waiting
     assert "Run state waiting" in waiting.out
     assert "Agent     careful-calculator" in waiting.out
+    assert f"(version {agent_version(careful_agent)})" in waiting.out
     assert ("Waiting for approval: multiply(a=6.0, b=7.0)  call id call_1  waiting "
             in waiting.out)
     assert f"(towline approve {ids['waiting']} call_1)" in waiting.out
@@ -383,8 +386,8 @@ def test_cost_and_durations_render_exactly() -> None:
                  tool_calls=2, total_tokens=900, cost_micros=1234, task_queue="q",
                  started=now - timedelta(seconds=65), closed=now - timedelta(seconds=5))
     header, line = runs_lines([row], now)
-    assert header.split()[-3:] == ["COST", "STARTED", "DURATION"]
+    assert header.split()[-4:] == ["COST", "STARTED", "DURATION", "VERSION"]
     assert line.split()[:7] == ["r-1", "a", "succeeded", "3", "2", "900", "$0.001234"]
-    assert line.endswith("1m00s")
+    assert line.split()[-2:] == ["1m00s", "-"]  # no version: a run from before versions
     assert row.to_json(now)["cost_micros"] == 1234
 

@@ -26,7 +26,8 @@ from towline.registration import (
 from towline.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
 
 TOWLINE_KEYS = frozenset(
-    {"TowlineAgent", "TowlineRunStep", "TowlineToolCalls", "TowlineStatus", "TowlineTotalTokens"}
+    {"TowlineAgent", "TowlineRunStep", "TowlineToolCalls", "TowlineStatus", "TowlineTotalTokens",
+     "TowlineAgentVersion"}
 )
 """The keys the dev server (SQL visibility: three Int slots) holds; TowlineCostMicros does not fit."""
 

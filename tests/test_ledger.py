@@ -21,6 +21,7 @@ from scripts import Script, call, calls, text
 from towline import Agent, Capability, Limits, ModelRequestState, ModelRetry, tool
 from towline.client import run, start_run
 from towline.errors import RunError
+from towline.fingerprint import agent_version
 from towline.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.results import Counters
 from towline.testing import towline_worker
@@ -74,7 +75,8 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
 
 
 def _c(**values: Any) -> Counters:
-    base: dict[str, Any] = {"max_steps": 6, "output_retries": 2}
+    base: dict[str, Any] = {"max_steps": 6, "output_retries": 2,
+                            "agent_version": agent_version(AGENT)}
     return Counters(**{**base, **values})
 
 
@@ -127,7 +129,7 @@ async def test_history_holds_exactly_the_confirmed_counters(worker: tuple[Client
 
     query = (f'WorkflowId = "{run_id}" AND TowlineStatus = "succeeded" AND TowlineRunStep >= 2'
              f' AND TowlineAgent = "{AGENT.name}" AND TowlineToolCalls = 2'
-             f" AND TowlineTotalTokens = 45")
+             f' AND TowlineTotalTokens = 45 AND TowlineAgentVersion = "{agent_version(AGENT)}"')
     assert await _find(tclient, query) == [run_id]
     assert await _find(tclient, 'TowlineStatus = "succeeded" AND TowlineRunStep >= 2') != []
 
@@ -143,7 +145,8 @@ async def test_failed_run_ledger_matches_its_partial(worker: tuple[Client, str])
 
     history = await tclient.get_workflow_handle(run_id).fetch_history()
     snapshots = counters_from_history(history.events)
-    base: dict[str, Any] = {"max_steps": 1, "output_retries": 1}
+    base: dict[str, Any] = {"max_steps": 1, "output_retries": 1,
+                            "agent_version": agent_version(FAILING)}
     assert snapshots == [
         Counters(**base),
         Counters(**base, **_step(1)),

@@ -37,9 +37,10 @@ def _sample() -> RunCounters:
         requests=9,
         input_tokens=3_000_000_000,  # beyond int32: must survive as int64
         output_tokens=4567,
-        schema_version=2,
+        schema_version=3,
         cost_micros=1234,
         unpriced_requests=2,
+        agent_version="0123456789ab",
     )
 
 
@@ -70,6 +71,7 @@ def test_schema_matches_contract() -> None:
         "output_tokens": (9, int64),
         "schema_version": (10, int32),
         "cost_micros": (11, int64),
+        "agent_version": (12, FieldDescriptor.TYPE_STRING),
         "unpriced_requests": (13, int64),
     }
     descriptor = RunCounters.DESCRIPTOR

@@ -30,7 +30,7 @@ DESIGN_NAMES = {
 
 FAILURE_REASONS = [
     "MaxStepsExceeded", "ToolRetriesExhausted", "OutputRetriesExhausted", "UsageLimitExceeded",
-    "CapabilityViolation", "ToolCallIdentityChanged", "DuplicateToolCallId",
+    "CapabilityViolation", "NondeterministicHook", "ToolCallIdentityChanged", "DuplicateToolCallId",
     "UncertainToolEffect", "ModelRequestFailed", "PayloadTooLarge", "ContentBlocked",
     "Cancelled", "UnknownAgent", "InvalidRunInput", "InternalError",
 ]

@@ -3,9 +3,13 @@
 `tests/histories/` holds histories recorded by `scripts/record_history.py` from
 the agents in `tests/history_agents.py`: tools with a retry, a capability with
 before/after hooks, a middleware with state and a jump, structured output, a
-failed run, a run that continued-as-new, an approval session, and a run whose
-tools come from an MCP server (listed before every turn). A workflow change that alters the
-commands those runs produced, without a `workflow.patched` guard, fails here.
+failed run, a run that continued-as-new, an approval session, a run whose tools
+come from an MCP server (listed before every turn), a streamed run, a sub-agent
+(child workflow), an `in_workflow` tool (TodoList), model calls made by hooks
+(Summarization, ToolSelector, CompletionGate), a `wrap_model_call` chain around
+ModelFallback, approval and session timeouts that fire, and a run that recorded its
+agent's version. A workflow change that alters the commands those runs produced,
+without a `workflow.patched` guard, fails here.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_agents import HISTORY_AGENTS, RECORDINGS
+from history_agents import HISTORY_AGENTS, RECORDINGS, flaky, lookup, tools_agent, tools_script
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from towline import Agent, tool
+from towline.fingerprint import agent_version
+from towline.models import FunctionModel
 from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
 from towline.testing import towline_worker
@@ -47,6 +54,60 @@ def test_every_recording_has_a_committed_history() -> None:
 async def test_committed_history_replays(path: Path) -> None:
     result = await _replayer().replay_workflow(_load(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
+
+
+def _kinds(name: str) -> list[str]:
+    """Event kinds, activity types and activity summaries of a committed history."""
+    data: dict[str, Any] = json.loads((HISTORIES / name).read_text())
+    found: list[str] = []
+    for event in data["events"]:
+        found.append(event["eventType"])
+        attrs = event.get("activityTaskScheduledEventAttributes")
+        if attrs:
+            found.append(attrs["activityType"]["name"])
+        summary = event.get("userMetadata", {}).get("summary", {}).get("data")
+        if summary:
+            import base64
+
+            found.append(json.loads(base64.b64decode(summary)))
+    return found
+
+
+def test_the_committed_histories_cover_what_they_claim() -> None:
+    assert "EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED" in _kinds("history-subagent.json")
+    assert "EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED" in _kinds("history-subagent.json")
+    todo = _kinds("history-todo.json")
+    assert "towline.tool.write_todos" not in todo  # in_workflow: no activity
+    assert todo.count("towline.model_request") == 3
+    summaries = " | ".join(k for k in _kinds("history-hook-models.json") if "·" in k)
+    for made_by in ("summarise", "tool selection", "completion check"):
+        assert made_by in summaries, made_by
+    wrap = _kinds("history-wrap.json")
+    assert "EVENT_TYPE_ACTIVITY_TASK_FAILED" in wrap and "history-backup · step 1" in wrap
+    assert _kinds("history-timeouts.json").count("EVENT_TYPE_TIMER_FIRED") == 2
+    versioned = (HISTORIES / "history-versioned.json").read_text()
+    assert json.dumps(agent_version(tools_agent)) not in versioned  # a marker, not JSON text
+    assert "EVENT_TYPE_MARKER_RECORDED" in _kinds("history-versioned.json")
+
+
+@tool
+def extra(x: int) -> int:
+    """A tool the recorded run's agent did not have."""
+    return x
+
+
+async def test_a_run_of_another_agent_version_is_refused_unless_accepted() -> None:
+    """The versioned history, replayed by a worker whose `history-tools` has another tool."""
+    changed = Agent(name="history-tools", instructions="Use the tools.", tools=[lookup, flaky, extra],
+                    model=FunctionModel(tools_script, model_name="history-tools-model"))
+    history = _load(HISTORIES / "history-versioned.json")
+    refused = await Replayer(workflows=[AgentRun], plugins=[TowlinePlugin([changed])]) \
+        .replay_workflow(history, raise_on_replay_failure=False)
+    assert "another version of agent 'history-tools'" in str(refused.replay_failure)
+    accepting = TowlinePlugin([changed], accept_versions=[agent_version(tools_agent)])
+    accepted = await Replayer(workflows=[AgentRun], plugins=[accepting]) \
+        .replay_workflow(history, raise_on_replay_failure=False)
+    assert accepted.replay_failure is None
 
 
 async def test_replay_detects_a_changed_command() -> None:

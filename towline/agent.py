@@ -1,15 +1,20 @@
-"""`Agent`: the definition a run executes, and the registry workers resolve names in.
+"""`Agent`: the definition a run executes.
 
 An agent is configuration only and is shared between runs. Its `name` is the key
-a client uses to start a run, so it must be stable.
+a client uses to start a run, so it must be stable. Everything a hook can reach of it
+is read-only: the tools and capabilities are tuples, the inventory and the state
+schema read-only mappings, and each run starts from its own copy of the state
+defaults, so no run can change the agent for the runs after it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
@@ -29,7 +34,7 @@ from towline.models import Model
 from towline.options import Limits, ModelSettings
 from towline.tools import Tool, ToolDefinition
 
-__all__ = ["Agent", "OUTPUT_TOOL_NAME", "register_agents", "lookup_agent"]
+__all__ = ["Agent", "OUTPUT_TOOL_NAME"]
 
 OUTPUT_TOOL_NAME = "final_result"
 
@@ -93,7 +98,7 @@ class Agent:
                         f"agent {self.name!r}: two middlewares are named {cap.name!r}"
                     )
                 seen.add(cap.name)
-        _ = self.inventory, self.state_schema  # validate eagerly
+        _ = self.inventory, self._pristine_schema  # validate eagerly
 
     @property
     def model_name(self) -> str:
@@ -101,8 +106,8 @@ class Agent:
         return self.model if isinstance(self.model, str) else self.model.name
 
     @cached_property
-    def inventory(self) -> dict[str, Tool]:
-        """All tools: the agent's own and those its capabilities contribute."""
+    def inventory(self) -> MappingProxyType[str, Tool]:
+        """All tools: the agent's own and those its capabilities contribute (read-only)."""
         tools: dict[str, Tool] = {}
         contributed = [t for cap in self.capabilities for t in cap_tools(cap)]
         for t in [*self.tools, *contributed]:
@@ -111,18 +116,36 @@ class Agent:
             if t.name == OUTPUT_TOOL_NAME:
                 raise ConfigurationError(f"tool name {OUTPUT_TOOL_NAME!r} is reserved")
             tools[t.name] = t
-        return tools
+        return MappingProxyType(tools)
 
     @cached_property
-    def state_schema(self) -> dict[str, Any]:
-        """Contributed state keys: `{key: default}` or `{key: (default, reducer)}`."""
+    def _pristine_schema(self) -> dict[str, Any]:
+        """The contributed keys as the capabilities declared them when the agent was made
+        (deep copies, which only `state_defaults` reads)."""
         schema: dict[str, Any] = {}
         for cap in self.capabilities:
             for key, spec in cap_state_schema(cap).items():
                 if key in ("messages", "llm_usage", "jump_to"):
                     raise ConfigurationError(f"{cap_name(cap)}: state key {key!r} is reserved")
-                schema[key] = spec
+                schema[key] = copy.deepcopy(spec)
         return schema
+
+    @cached_property
+    def state_schema(self) -> MappingProxyType[str, Any]:
+        """Contributed state keys: `{key: default}` or `{key: (default, reducer)}`, read-only
+        all the way down (list defaults read as tuples, dicts as read-only mappings)."""
+        return MappingProxyType({k: _frozen(v) for k, v in self._pristine_schema.items()})
+
+    def state_defaults(self) -> dict[str, Any]:
+        """Fresh initial values of the contributed state keys, for one run.
+
+        Deep copies of the defaults as the agent was defined: whatever a run (or a
+        hook holding `state_schema`) does to a default object reaches no other run.
+        """
+        return {
+            key: copy.deepcopy(spec[0] if _reducer_pair(spec) else spec)
+            for key, spec in self._pristine_schema.items()
+        }
 
     @cached_property
     def output_adapter(self) -> TypeAdapter[Any] | None:
@@ -162,20 +185,19 @@ class Agent:
         return found
 
 
-_GLOBAL: dict[str, Agent] = {}
-_BY_QUEUE: dict[str, dict[str, Agent]] = {}
+def _reducer_pair(spec: Any) -> bool:
+    """Whether a state_schema entry is `(default, reducer)` rather than a plain default."""
+    return isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])  # pyright: ignore[reportUnknownArgumentType]
 
 
-def register_agents(agents: Sequence[Agent], task_queue: str | None = None) -> None:
-    """Make agents resolvable by name for workflows (per task queue, and globally)."""
-    for agent in agents:
-        for a in agent.all_agents():
-            _GLOBAL[a.name] = a
-            if task_queue is not None:
-                _BY_QUEUE.setdefault(task_queue, {})[a.name] = a
-
-
-def lookup_agent(name: str, task_queue: str | None) -> Agent | None:
-    """The agent registered under `name`, preferring the task queue's own registration."""
-    queue: Mapping[str, Agent] = _BY_QUEUE.get(task_queue or "", {})
-    return queue.get(name) or _GLOBAL.get(name)
+def _frozen(value: Any) -> Any:
+    """A read-only copy of a state default: tuples for lists, read-only mappings for dicts."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        items: dict[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
+        return MappingProxyType({k: _frozen(v) for k, v in items.items()})
+    if isinstance(value, set):
+        members: set[Any] = value  # pyright: ignore[reportUnknownVariableType]
+        return frozenset(members)
+    return copy.deepcopy(value)

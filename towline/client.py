@@ -19,7 +19,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import WorkerDeploymentVersion, WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -80,12 +80,15 @@ def with_towline(
     allowed_models: Sequence[str] = (),
     encryption: EncryptionCodec | None = None,
     plugins: Sequence[Plugin] = (),
+    deployment: WorkerDeploymentVersion | None = None,
+    accept_versions: Sequence[str] = (),
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
     A `TowlinePlugin` the client already carries is replaced, not joined: two would
     register every activity twice and the worker would refuse to start. Its
     encryption is kept unless `encryption` is given; `plugins` are added before it.
+    `deployment` and `accept_versions` are `TowlinePlugin`'s, for workers built from it.
     """
     config = client.config()
     existing = list(config.get("plugins", []))
@@ -95,7 +98,8 @@ def with_towline(
     others = [p for p in existing if not isinstance(p, TowlinePlugin)]
     config["plugins"] = [*others, *plugins,
                          TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models,
-                                       encryption=encryption)]
+                                       encryption=encryption, deployment=deployment,
+                                       accept_versions=accept_versions)]
     return Client(**config)
 
 

@@ -6,6 +6,9 @@
     ├── ToolError                 raised by a tool: it failed and had no effect
     ├── ToolDenied                raised by `before_tool_execute`: the call is `denied`
     ├── RunError                  client side: a run failed (.reason, .partial)
+    ├── AgentVersionMismatch      a worker replaying a run started with another version of
+    │                             its agent: fails the workflow *task* (the one deliberate
+    │                             task failure), so the run waits for a worker that has it
     └── RunFailure                a run's deterministic failure (non-retryable ApplicationError,
         │                         `type` = the class name, details[0] = the partial run)
         ├── MaxStepsExceeded
@@ -13,6 +16,8 @@
         ├── ToolRetriesExhausted
         ├── OutputRetriesExhausted
         ├── CapabilityViolation
+        │   └── NondeterministicHook    hook code read the clock, randomness, the environment,
+        │                               or did I/O (it would not replay)
         ├── ToolCallIdentityChanged
         ├── DuplicateToolCallId
         ├── UncertainToolEffect
@@ -31,8 +36,11 @@ raising one fails the *run* (the workflow), never the workflow task.
 
 Hooks and run failures: a failure the runtime raised while a hook awaited it (a
 `call_model` that failed, a wrapped model call over its limit, a cancellation)
-passes through the hook unchanged; the one deliberate way for hook code to end a
-run is `ContentBlocked` (a capability refusing the content), which names the hook.
+passes through the hook unchanged, and so does `NondeterministicHook`, which the
+determinism guard raises in hook code that would not replay (it fails the run even
+from `before_tool_execute`, and even when the hook caught it); the one deliberate
+way for hook code to end a run is `ContentBlocked` (a capability refusing the
+content), which names the hook.
 Any other exception a hook raises, `RunFailure` subclasses included, is reported
 as `CapabilityViolation` naming the capability and the hook (model hooks), or
 records the call `not_executed` (`before_tool_execute`).
@@ -55,12 +63,14 @@ __all__ = [
     "ToolError",
     "ToolDenied",
     "RunError",
+    "AgentVersionMismatch",
     "RunFailure",
     "MaxStepsExceeded",
     "UsageLimitExceeded",
     "ToolRetriesExhausted",
     "OutputRetriesExhausted",
     "CapabilityViolation",
+    "NondeterministicHook",
     "ToolCallIdentityChanged",
     "DuplicateToolCallId",
     "UncertainToolEffect",
@@ -127,6 +137,16 @@ class RunError(TowlineError):
         self.partial = partial
 
 
+class AgentVersionMismatch(TowlineError, RuntimeError):
+    """A worker picked up a run started with a version of its agent that it does not have.
+
+    Not a run failure: replaying the run with another definition could take another
+    path, so the *workflow task* fails (Temporal retries it) and the run waits, with
+    nothing lost, until a worker with the run's version (or one that accepts it)
+    picks it up. `towline runs --stuck` lists such runs.
+    """
+
+
 class RunFailure(TowlineError, ApplicationError):
     """A deterministic run failure: fails the workflow, non-retryably, with the partial run."""
 
@@ -178,6 +198,16 @@ class OutputRetriesExhausted(RunFailure):
 
 class CapabilityViolation(RunFailure):
     """A hook raised, or returned a result that is not a valid state."""
+
+
+class NondeterministicHook(CapabilityViolation):
+    """Hook code called something that would not replay: the clock, process-wide randomness,
+    the environment, `hash()` of a string, or I/O (see `towline.workflows.guard`).
+
+    Raised where the call was made (so the call never happens); the run fails with it
+    even if the hook caught it. `extra` names the `capability`, the `hook`, what it
+    `touched` (`time.time()`) and the `location` (file:line) of the call.
+    """
 
 
 class ToolCallIdentityChanged(RunFailure):
@@ -243,6 +273,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     ToolRetriesExhausted,
     OutputRetriesExhausted,
     CapabilityViolation,
+    NondeterministicHook,
     ToolCallIdentityChanged,
     DuplicateToolCallId,
     UncertainToolEffect,

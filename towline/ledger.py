@@ -46,6 +46,7 @@ def to_proto(counters: Counters) -> RunCounters:
         schema_version=counters.schema_version,
         cost_micros=counters.cost_micros,
         unpriced_requests=counters.unpriced_requests,
+        agent_version=counters.agent_version,
     )
 
 

@@ -2,9 +2,16 @@
 
 Pass it to `Client.connect(plugins=[...])` (workers built from that client get
 it too) or to `Worker(..., plugins=[...])`. It registers `AgentRun`, the model
-activity, one activity per tool, the pydantic data converter, the sandbox
-passthrough for towline and its dependencies, and the run failure types; when
-a worker starts it registers the towline search attributes (idempotently).
+activity, one activity per tool, the activities capabilities declare, the
+pydantic data converter, the sandbox passthrough for towline and its
+dependencies, and the run failure types; when a worker starts it registers the
+towline search attributes (idempotently). Its agents are this plugin's alone
+(`towline.registry`): each worker built with it, and each `Replayer`, resolves
+agent names in them, never in another plugin's.
+
+`deployment=WorkerDeploymentVersion(name, build_id)` runs its workers under
+Temporal's Worker Deployment Versioning with `AgentRun` pinned: a run finishes on
+the build it started on, while new runs go to the deployment's current version.
 
 `encryption=` adds an `EncryptionCodec` (see `towline.codec`): every payload
 (inputs, model and tool I/O, memo, results, failure messages and details) is
@@ -20,15 +27,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
 from towline.activities.mcp import MCPActivities
 from towline.activities.telemetry import ActivityTelemetry
-from towline.agent import Agent, register_agents
+from towline.agent import Agent
+from towline.capabilities.base import cap_activities
 from towline.codec import EncryptionCodec, KeyProvider
 from towline.converter import (
     TowlineEncodedFailureConverter,
@@ -38,9 +47,10 @@ from towline.converter import (
 )
 from towline.errors import ConfigurationError, RunFailure
 from towline.mcp import MCPServer
-from towline.model_access import register_model_access
+from towline.model_access import ModelAccess
 from towline.models import Model
 from towline.registration import register_search_attributes
+from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
 from towline.workflows import AgentRun
 
@@ -117,17 +127,30 @@ class TowlinePlugin(SimplePlugin):
         *,
         allowed_models: Sequence[str] = (),
         encryption: EncryptionCodec | KeyProvider | None = None,
+        deployment: WorkerDeploymentVersion | None = None,
+        accept_versions: Sequence[str] = (),
     ) -> None:
         """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
         of further models a run's input may switch an agent to (`RunInput.model`; the
         agent's own model and the registered names are always allowed). `encryption`: an
-        `EncryptionCodec`, or the `KeyProvider` to build one from."""
+        `EncryptionCodec`, or the `KeyProvider` to build one from. `deployment`: run
+        workers as this version of a Worker Deployment, `AgentRun` pinned.
+        `accept_versions`: earlier agent versions (`towline.fingerprint`) this worker may
+        replay, once `towline replay` showed them compatible."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
-        if isinstance(allowed_models, str):
-            raise ConfigurationError("allowed_models is a list of patterns, not one string")
+        for name, value in (("allowed_models", allowed_models), ("accept_versions", accept_versions)):
+            if isinstance(value, str):
+                raise ConfigurationError(f"{name} is a list, not one string")
         self.allowed_models = tuple(allowed_models)
         self.tools = self._tool_registry()
+        self.deployment = deployment
+        """The Worker Deployment version of this plugin's workers, if versioned."""
+        self.registry = WorkerAgents.of(
+            self.agents, ModelAccess(frozenset(self.models), self.allowed_models),
+            accepted_versions=accept_versions,
+        )
+        """The agents (and their versions) this plugin's workers serve."""
         if encryption is not None and not isinstance(encryption, EncryptionCodec):
             encryption = EncryptionCodec(encryption)
         self.encryption: EncryptionCodec | None = encryption
@@ -139,18 +162,17 @@ class TowlinePlugin(SimplePlugin):
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
             *self.mcp.definitions(),
+            *self._capability_activities(),
         ]
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
             data_converter=lambda existing: _converter(existing, self.encryption),
             workflows=_with_agent_run,
             activities=activities,
-            interceptors=[ActivityTelemetry(self.models)],
+            interceptors=[ActivityTelemetry(self.models), AgentsInterceptor(self.registry)],
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
         )
-        register_agents(self.agents)
-        register_model_access(self.models, self.allowed_models)
 
     def _model_registry(self, models: Mapping[str, Model]) -> dict[str, Model]:
         registry = dict(models)
@@ -195,11 +217,35 @@ class TowlinePlugin(SimplePlugin):
                 ) from None
         return list(servers.values())
 
+    def _capability_activities(self) -> list[Callable[..., Any]]:
+        """The activities the agents' capabilities declare their hooks call (each once)."""
+        found: dict[str, Callable[..., Any]] = {}
+        for agent in self.agents:
+            for cap in agent.capabilities:
+                for fn in cap_activities(cap):
+                    definition = getattr(fn, "__temporal_activity_definition", None)
+                    name = getattr(definition, "name", None)
+                    if not isinstance(name, str):
+                        raise ConfigurationError(
+                            f"{cap!r} declares {fn!r} as an activity; decorate it with "
+                            "@temporalio.activity.defn")
+                    if found.setdefault(name, fn) is not fn:
+                        raise ConfigurationError(f"two different activities are named {name!r}")
+        return list(found.values())
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Also make the agents resolvable on this worker's task queue."""
-        queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
-        register_agents(self.agents, queue)
-        register_model_access(self.models, self.allowed_models, queue)
+        """Also run the worker as a pinned Worker Deployment version, when asked."""
+        given = config.get("deployment_config")  # pyright: ignore[reportUnknownMemberType]
+        if self.deployment is not None:
+            config["deployment_config"] = WorkerDeploymentConfig(
+                version=self.deployment, use_worker_versioning=True,
+                default_versioning_behavior=VersioningBehavior.PINNED,
+            )
+        elif (given is not None and given.use_worker_versioning
+              and given.default_versioning_behavior == VersioningBehavior.UNSPECIFIED):
+            # a versioned worker configured by hand: AgentRun is pinned there too
+            config["deployment_config"] = dataclasses.replace(
+                given, default_versioning_behavior=VersioningBehavior.PINNED)
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None and (

@@ -18,8 +18,9 @@ from towline.options import Limits
 
 __all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "LEDGER_SCHEMA_VERSION"]
 
-LEDGER_SCHEMA_VERSION = 2
-"""2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots)."""
+LEDGER_SCHEMA_VERSION = 3
+"""2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots);
+3: `agent_version` (absent from earlier snapshots)."""
 
 
 class Counters(BaseModel):
@@ -53,6 +54,9 @@ class Counters(BaseModel):
     report neither), and in snapshots written before towline tracked cost."""
     unpriced_requests: int = 0
     """Model requests whose price is not known; `cost_micros` is then a lower bound."""
+    agent_version: str | None = None
+    """The version of the agent definition the run started with (`towline.fingerprint`);
+    None in snapshots written before towline recorded versions."""
 
     @property
     def total_tokens(self) -> int:

@@ -16,6 +16,7 @@ __all__ = [
     "STATUS",
     "TOTAL_TOKENS",
     "COST_MICROS",
+    "AGENT_VERSION",
     "ALL_KEYS",
     "SQL_VISIBILITY_KEYS",
 ]
@@ -27,6 +28,8 @@ STATUS = SearchAttributeKey.for_keyword("TowlineStatus")
 TOTAL_TOKENS = SearchAttributeKey.for_int("TowlineTotalTokens")
 COST_MICROS = SearchAttributeKey.for_int("TowlineCostMicros")
 """Spend in millionths of a US dollar; unset while any request's price is unknown."""
+AGENT_VERSION = SearchAttributeKey.for_keyword("TowlineAgentVersion")
+"""The version of the agent definition the run started with (`towline.fingerprint`)."""
 
 ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     AGENT,
@@ -35,6 +38,7 @@ ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     STATUS,
     TOTAL_TOKENS,
     COST_MICROS,
+    AGENT_VERSION,
 )
 
 

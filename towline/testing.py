@@ -1,20 +1,32 @@
-"""Helpers for testing agents against a real Temporal server."""
+"""Helpers for testing agents against a real Temporal server, and replaying their histories.
+
+`assert_replays(histories, agents)` is the check to keep in a suite: it replays
+recorded histories (files exported with `temporal workflow show --output json`,
+or `WorkflowHistory` values) against today's agents and fails naming every run
+the code no longer replays. `replay_runs` does the same for runs on a server.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
 
 from towline.agent import Agent
 from towline.client import with_towline
 from towline.models import Model
+from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
 
-__all__ = ["towline_worker", "history_events"]
+__all__ = [
+    "towline_worker", "history_events", "assert_replays", "replay_histories", "replay_runs",
+    "load_history", "ReplayOutcome",
+]
 
 
 @asynccontextmanager
@@ -25,14 +37,18 @@ async def towline_worker(
     task_queue: str | None = None,
     models: Mapping[str, Model] | None = None,
     allowed_models: Sequence[str] = (),
+    deployment: WorkerDeploymentVersion | None = None,
+    accept_versions: Sequence[str] = (),
     **worker_options: Any,
 ) -> AsyncGenerator[tuple[Client, str]]:
     """Run a worker for `agents` on a fresh task queue; yields (towline client, task queue).
 
     The yielded client shares `client`'s connection but uses towline's data converter.
-    `allowed_models` are the patterns of models runs may switch to (`RunInput.model`).
+    `allowed_models` are the patterns of models runs may switch to (`RunInput.model`);
+    `deployment` and `accept_versions` are `TowlinePlugin`'s.
     """
-    towline_client = with_towline(client, agents, models, allowed_models=allowed_models)
+    towline_client = with_towline(client, agents, models, allowed_models=allowed_models,
+                                  deployment=deployment, accept_versions=accept_versions)
     queue = task_queue or f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(towline_client, task_queue=queue, **worker_options):
         yield towline_client, queue
@@ -42,3 +58,16 @@ async def history_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """All events of a workflow's history."""
     history = await handle.fetch_history()
     return list(history.events)
+
+
+async def assert_replays(
+    histories: Iterable[WorkflowHistory | str | Path], agents: Sequence[Agent]
+) -> list[ReplayOutcome]:
+    """Replay `histories` (or JSON files of them) against `agents`; AssertionError naming
+    every execution that no longer replays. Returns the outcomes (versions included)."""
+    loaded = [h if isinstance(h, WorkflowHistory) else load_history(Path(h)) for h in histories]
+    outcomes = await replay_histories(loaded, agents)
+    failed = [o.line() for o in outcomes if not o.ok]
+    if failed:
+        raise AssertionError("recorded runs no longer replay:\n" + "\n".join(failed))
+    return outcomes

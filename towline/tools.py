@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -134,7 +135,7 @@ class Tool:
     kind: str = "function"
     """Copied onto the definition and every call of this tool."""
     metadata: Mapping[str, Any] = field(default_factory=dict[str, Any])
-    """Copied onto the definition and every call of this tool."""
+    """Copied onto the definition and every call of this tool (kept read-only)."""
     idempotent: bool = False
     """Safe to run twice: Temporal retries it; otherwise an uncertain effect fails the run."""
     start_to_close_timeout: timedelta = timedelta(minutes=5)
@@ -165,6 +166,7 @@ class Tool:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise ValueError(f"{name} must be positive")
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
         if self.args_model is BaseModel:
             model, takes_ctx = _args_model(self.name, self.function)
             object.__setattr__(self, "args_model", model)

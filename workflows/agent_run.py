@@ -21,8 +21,9 @@ from temporalio.common import SearchAttributeKey
 from towline import search_attributes as sa
 from towline import telemetry
 from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
-from towline.agent import OUTPUT_TOOL_NAME, Agent, lookup_agent
+from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
+    AgentVersionMismatch,
     Cancelled,
     InternalError,
     InvalidRunInput,
@@ -40,20 +41,26 @@ from towline.messages import (
     ModelResponse,
     UserPart,
 )
-from towline.model_access import model_allowed
+from towline.registry import WorkerAgents, worker_agents
 from towline.request_refs import REQUEST_QUERY, RequestBook
 from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult
 
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .hook_api import ApprovalDecision, HookApi
-from .hooks import schema_defaults
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run, oversize
 from .run_input import agent_named_in, decode_run_input
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
-from .versions import CANCELLED_SESSION, EARLY_STATUS, TRUNCATED_OUTPUT, since
+from .versions import (
+    AGENT_VERSIONS,
+    CANCELLED_SESSION,
+    EARLY_STATUS,
+    TRUNCATED_OUTPUT,
+    since,
+    version_patch,
+)
 
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
 
@@ -118,7 +125,8 @@ class AgentRun(HookApi):
         else:
             inp, agent = self._resolve(args)
             registered = await self._registered_attributes()
-        run = self._run = self._start(agent, inp)
+        version = self._agent_version(agent)
+        run = self._run = self._start(agent, inp, version)
         run.registered_attributes = registered
         run.confirm()
         if inp.resume is None:
@@ -161,16 +169,48 @@ class AgentRun(HookApi):
 
     def _resolve(self, args: Sequence[Any]) -> tuple[RunInput, Agent]:
         inp = decode_run_input(args)
-        agent = lookup_agent(inp.agent, workflow.info().task_queue)
+        agent = self._worker().agent(inp.agent)
         if agent is None:
             raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker "
                                "(every worker polling a task queue must serve the same agents)")
-        if inp.model is not None and not model_allowed(inp.model, agent, workflow.info().task_queue):
+        if inp.model is not None and not self._worker().model_allowed(inp.model, agent):
             raise InvalidRunInput(
                 f"model {inp.model!r} is not allowed on this worker: allow it with "
                 "TowlinePlugin(allowed_models=[...]) or `towline worker --allow-model PATTERN`"
             )
         return inp, agent
+
+    def _worker(self) -> WorkerAgents:
+        """This worker's agents (a worker without `TowlinePlugin` has none)."""
+        return worker_agents() or WorkerAgents()
+
+    def _agent_version(self, agent: Agent) -> str | None:
+        """The agent version the run started with, recorded by a `workflow.patched` marker.
+
+        A new run records this worker's version. A replayed run must have recorded this
+        worker's version, or one it accepts; otherwise the workflow task fails
+        (`AgentVersionMismatch`): another definition could take another path through the
+        history, and the run waits, losing nothing, for a worker that has its version.
+        """
+        if not since(AGENT_VERSIONS):
+            return None  # a run from before versions were recorded: nothing to compare
+        worker = self._worker()
+        local = worker.versions[agent.name]
+        if workflow.patched(version_patch(local)):
+            return local
+        for accepted in sorted(worker.accepted_versions):
+            if workflow.patched(version_patch(accepted)):
+                return accepted
+        raise AgentVersionMismatch(
+            f"run {workflow.info().workflow_id!r} was started with another version of agent "
+            f"{agent.name!r} than this worker's ({local}; the run's version is its "
+            "TowlineAgentVersion search attribute). Replaying it with this definition could "
+            "take another path, so this workflow task fails and the run waits for a worker "
+            "with its version: keep such a worker running (or pin runs to their build with "
+            "`towline worker --deployment-name NAME --build-id ID`); if `towline replay` shows "
+            "the change is compatible, accept the old version with `towline worker "
+            "--accept-version VERSION` (TowlinePlugin(accept_versions=[...]))."
+        )
 
     def _fail_early(
         self, failure: RunFailure, registered: frozenset[str], agent: str | None
@@ -186,21 +226,25 @@ class AgentRun(HookApi):
         workflow.set_current_details(f"**failed** — {type(failure).__name__}: {failure.message}")
         return failure.with_partial(PartialRun(run_id=workflow.info().workflow_id))
 
-    def _start(self, agent: Agent, inp: RunInput) -> Run:
+    def _start(self, agent: Agent, inp: RunInput, version: str | None) -> Run:
         limits = inp.limits or agent.limits
         info = workflow.info()
         if inp.resume is not None:
             r = inp.resume
             self._inbox = list(r.inbox)
+            counters = r.counters
+            if version is not None:  # this execution's code: its version from here on
+                counters = counters.model_copy(update={"agent_version": version})
             run = Run(agent=agent, run_id=r.root_run_id, limits=limits, messages=list(r.messages),
-                      state=dict(r.state), counters=r.counters, usage=r.usage,
+                      state=dict(r.state), counters=counters, usage=r.usage,
                       pending_approvals=dict(r.pending_approvals), recorded_counters=r.counters,
                       mcp_listings=dict(r.mcp_listings))
             restore_mcp_tools(run)
         else:
-            state = schema_defaults(agent.state_schema)
+            state = agent.state_defaults()
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
-            counters = Counters(max_steps=limits.max_steps, output_retries=limits.output_retries)
+            counters = Counters(max_steps=limits.max_steps, output_retries=limits.output_retries,
+                                agent_version=version)
             run = Run(agent=agent, run_id=info.workflow_id, limits=limits, messages=[],
                       state=state, counters=counters)
             for m in inp.message_history or []:

@@ -21,7 +21,13 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from towline import telemetry
-from towline.capabilities.base import CapabilityLike, cap_name, hook_of
+from towline.capabilities.base import (
+    CapabilityLike,
+    Middleware,
+    cap_name,
+    cap_state_schema,
+    hook_of,
+)
 from towline.capabilities.state import (
     INTERNAL,
     RUNTIME_OWNED,
@@ -36,6 +42,7 @@ from towline.errors import (
     is_runtime_failure,
     runtime_failure,
 )
+from towline.fingerprint import describe_capability
 from towline.messages import (
     MESSAGES,
     Message,
@@ -46,10 +53,13 @@ from towline.messages import (
     Usage,
 )
 from towline.options import ModelSettings
+from towline.registry import worker_agents
+
+from .guard import Guard, guarded, guarded_sync, is_user_code
 
 __all__ = [
     "maybe_await", "run_model_hooks", "TurnUpdate", "apply_reducers", "copy_messages",
-    "check_jsonable", "JUMPS", "hook_failure",
+    "check_jsonable", "JUMPS", "hook_failure", "call_hook",
 ]
 
 JUMPS = ("model", "tools", "end")
@@ -85,6 +95,42 @@ def hook_failure(error: Exception, where: str) -> RunFailure:
         return runtime_failure(ContentBlocked(f"{where}: {error.message}"))
     text = error.message if isinstance(error, RunFailure) else str(error)
     return CapabilityViolation(f"{where} raised {type(error).__name__}: {text}")
+
+
+async def call_hook(cap: CapabilityLike, where: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call one hook of `cap` as workflow code: under the determinism guard (when it is
+    user code), and checking that it left the capability's configuration (shared by every
+    run) as it was."""
+    try:
+        if not is_user_code(fn, None if isinstance(cap, Middleware) else cap):
+            return await maybe_await(fn(*args))
+        return await guarded(Guard(where), fn, *args)
+    finally:
+        _check_unchanged(cap, where)
+
+
+def _check_unchanged(cap: CapabilityLike, where: str) -> None:
+    """Fail the run if a hook changed its capability in place (and undo the change)."""
+    worker = worker_agents()
+    entry = worker.watched.get(id(cap)) if worker is not None else None
+    if entry is None:
+        return
+    before, attributes = entry
+    after = describe_capability(cap)
+    if after == before:
+        return
+    old: dict[str, Any] = before.get("config", {})
+    new: dict[str, Any] = after.get("config", {})
+    changed = sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
+    if attributes is not None:  # put the worker's copy back, for the runs after this one
+        state: dict[str, Any] = vars(cap)
+        state.clear()
+        state.update(copy.deepcopy(attributes))
+    raise runtime_failure(CapabilityViolation(
+        f"{where} changed its capability's configuration ({', '.join(changed) or 'in place'}): "
+        "a capability is shared by every run on the worker, so it must hold configuration "
+        "only; keep per-run values in state (state_schema), which runs persist and replay"
+    ))
 
 
 async def maybe_await(value: Any) -> Any:
@@ -200,7 +246,7 @@ async def run_model_hooks(
         where = f"{cap_name(cap)}.{hook}"
         with telemetry.hook_span(where):
             try:
-                result = await maybe_await(fn(state))
+                result = await call_hook(cap, where, fn, state)
             except Exception as e:
                 raise hook_failure(e, where) from e
             state = restore(_check_state(result, confirmed, where), confirmed, where)
@@ -286,17 +332,28 @@ class TurnUpdate:
 
 
 def apply_reducers(
-    committed: Mapping[str, Any], values: Mapping[str, Any], schema: Mapping[str, Any]
+    committed: Mapping[str, Any], values: Mapping[str, Any], schema: Mapping[str, Any],
+    caps: Sequence[CapabilityLike] = (),
 ) -> dict[str, Any]:
-    """The committed state after a turn: each written key reduced once (or replaced)."""
+    """The committed state after a turn: each written key reduced once (or replaced).
+
+    A reducer is user code run as workflow code, so it runs under the determinism
+    guard, named after the capability (of `caps`) that declares its key.
+    """
     out = dict(committed)
     for key, value in values.items():
         spec: Any = schema.get(key)
         if _is_reducer_pair(spec):
             reducer: Callable[[Any, Any], Any] = spec[1]
             try:
-                out[key] = reducer(committed.get(key), value)
+                if is_user_code(reducer):
+                    guard = Guard(f"{_declaring(caps, key)}.state_schema[{key!r}] reducer")
+                    out[key] = guarded_sync(guard, reducer, committed.get(key), value)
+                else:
+                    out[key] = reducer(committed.get(key), value)
             except Exception as e:
+                if is_runtime_failure(e):
+                    raise
                 raise CapabilityViolation(
                     f"the reducer of state key {key!r} raised {type(e).__name__}: {e}"
                 ) from e
@@ -306,12 +363,10 @@ def apply_reducers(
     return out
 
 
-def schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Initial values of contributed state keys."""
-    out: dict[str, Any] = {}
-    for key, spec in schema.items():
-        out[key] = copy.deepcopy(spec[0] if _is_reducer_pair(spec) else spec)
-    return out
+def _declaring(caps: Sequence[CapabilityLike], key: str) -> str:
+    """The name of the capability whose `state_schema` declares `key` (the last one wins)."""
+    names = [cap_name(cap) for cap in caps if key in cap_state_schema(cap)]
+    return names[-1] if names else "state"
 
 
 def _is_reducer_pair(spec: Any) -> bool:

@@ -7,6 +7,7 @@ an output-tool call, a `RetryPart` otherwise) and consumes one of the run's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,12 +17,24 @@ from towline.errors import OutputRetriesExhausted
 from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart
 from towline.tools import ToolCall
 
+from .guard import Guard, guarded_sync
 from .run import Run
 
 __all__ = ["CONTINUE", "structured_output", "text_output", "output_retry", "jumped_output"]
 
 CONTINUE: Any = object()
 """Returned instead of an output when the run goes on to another turn."""
+
+
+def _validated(run: Run, validate: Callable[[Any], Any], value: Any) -> Any:
+    """`validate(value)`, under the determinism guard when the output type is user code
+    (its validators run as workflow code)."""
+    output_type = run.agent.output_type
+    if not str(getattr(output_type, "__module__", "")).startswith(("towline.", "builtins")):
+        name = getattr(output_type, "__name__", "output_type")
+        return guarded_sync(Guard(f"{name} validation", capability=name, hook="validation"),
+                            validate, value)
+    return validate(value)
 
 
 def structured_output(run: Run, call: ToolCall) -> Any:
@@ -33,7 +46,7 @@ def structured_output(run: Run, call: ToolCall) -> Any:
         return CONTINUE
     try:
         args = call.args["response"] if run.agent.output_wrapped else call.args
-        value = adapter.validate_python(args)
+        value = _validated(run, adapter.validate_python, args)
     except (ValidationError, KeyError) as e:
         output_retry(run, f"invalid output: {e}", call)
         return CONTINUE
@@ -54,7 +67,7 @@ def text_output(run: Run, response: ModelResponse) -> Any:
         output_retry(run, "the response was empty; answer with text")
         return CONTINUE
     try:
-        value = adapter.validate_json(text)
+        value = _validated(run, adapter.validate_json, text)
     except ValidationError as e:
         output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
         return CONTINUE
@@ -90,6 +103,7 @@ def jumped_output(run: Run, response: ModelResponse) -> Any:
     if adapter is None:
         return response.text or None
     try:
-        return adapter.dump_python(adapter.validate_json(response.text), mode="json")
+        return adapter.dump_python(_validated(run, adapter.validate_json, response.text),
+                                   mode="json")
     except ValidationError:
         return None

@@ -160,6 +160,7 @@ class Run:
             (sa.STATUS, self.status),
             (sa.TOTAL_TOKENS, self.counters.total_tokens),
             (sa.COST_MICROS, self.counters.known_cost_micros),  # None: unknown, so unset
+            (sa.AGENT_VERSION, self.counters.agent_version),  # None: a run from before versions
         ]
         updates: list[SearchAttributeUpdate[Any]] = [
             key.value_set(value) if value is not None else key.value_unset()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,15 @@ from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usa
 from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
 
 from .events import emit
-from .hooks import apply_reducers, check_jsonable, hook_failure, maybe_await, where_of
+from .guard import Guard, guarded, is_user_code
+from .hooks import (
+    apply_reducers,
+    call_hook,
+    check_jsonable,
+    hook_failure,
+    maybe_await,
+    where_of,
+)
 from .mcp_tools import not_started, tool_activity_input
 from .run import PAYLOAD_LIMIT, Run, oversize
 from .versions import TOOL_ENTRY, since
@@ -217,7 +226,8 @@ async def _before_hooks(
         where = where_of(cap, "before_tool_execute")
         try:  # copies: editing them in place reaches neither the history nor the next hook
             with telemetry.hook_span(where):
-                result = await maybe_await(fn(ctx.model_copy(deep=True), call.model_copy(deep=True)))
+                result = await call_hook(cap, where, fn, ctx.model_copy(deep=True),
+                                         call.model_copy(deep=True))
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
             return None
@@ -266,12 +276,14 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
             fn = hook_of(cap, "after_tool_execute")
             if fn is None:
                 continue
+            where = where_of(cap, "after_tool_execute")
             try:  # copies: the hook observes; the confirmed record stays as it is
-                with telemetry.hook_span(where_of(cap, "after_tool_execute")):
-                    await maybe_await(fn(c.ctx.model_copy(deep=True), c.call.model_copy(deep=True),
-                                         batch.returns[c.index].model_copy(deep=True)))
+                with telemetry.hook_span(where):
+                    await call_hook(cap, where, fn, c.ctx.model_copy(deep=True),
+                                    c.call.model_copy(deep=True),
+                                    batch.returns[c.index].model_copy(deep=True))
             except Exception as e:  # noqa: BLE001 - hook or user code: any error is reported, not raised
-                batch.fail(hook_failure(e, where_of(cap, "after_tool_execute")))
+                batch.fail(hook_failure(e, where))
 
 
 async def _run_streamed(run: Run, batch: _Batch, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
@@ -329,14 +341,21 @@ def _never_entered(cause: BaseException) -> bool:
 async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
     parsed = c.tool.args_model.model_validate(c.call.args)
     kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    args = (c.ctx,) if c.tool.takes_ctx else ()
+    call = functools.partial(c.tool.function, **kwargs)
+    guard = Guard(f"tool {c.tool.name!r}", capability=f"tool {c.tool.name!r}", hook=c.tool.name)
     try:
-        result = await maybe_await(c.tool.function(c.ctx, **kwargs) if c.tool.takes_ctx
-                                   else c.tool.function(**kwargs))
+        if is_user_code(c.tool.function):
+            result = await guarded(guard, call, *args)
+        else:  # towline's own (a sub-agent's delegation, write_todos)
+            result = await maybe_await(call(*args))
     except ModelRetry as e:
         return "retry", e.message, Usage()
     except ToolError as e:
         return "failed", e.message, e.usage or Usage()
-    except Exception as e:  # noqa: BLE001 - like an activity that raised: the effect is uncertain
+    except Exception as e:  # like an activity that raised: the effect is uncertain
+        if is_runtime_failure(e):
+            raise  # e.g. the tool did something that would not replay: the run fails
         detail = f"{type(e).__name__}: {e}"
         if c.tool.idempotent:
             return "failed", f"failed: {detail}", Usage()
@@ -359,7 +378,7 @@ def _apply_state(run: Run, batch: _Batch, c: _Call) -> None:
     try:
         for key, value in update.items():
             check_jsonable(value, f"tool {c.tool.name!r} wrote state key {key!r}")
-        run.state = apply_reducers(run.state, update, schema)
+        run.state = apply_reducers(run.state, update, schema, run.agent.capabilities)
     except CapabilityViolation as e:  # the call still succeeded: its record stays
         batch.fail(e)
 

@@ -45,8 +45,8 @@ from towline.tools import ToolDefinition
 from .hooks import (
     TurnUpdate,
     apply_reducers,
+    call_hook,
     hook_failure,
-    maybe_await,
     run_model_hooks,
     where_of,
 )
@@ -136,7 +136,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     for cap in caps:
         fn = hook_of(cap, "before_model")
         if fn is not None:
-            turn.apply(await _call(fn, where_of(cap, "before_model"), turn.view()),
+            turn.apply(await _call(cap, fn, where_of(cap, "before_model"), turn.view()),
                        where_of(cap, "before_model"), allow_jump=False)
 
     output_tool = agent.output_tool()
@@ -179,11 +179,11 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     for cap in reversed(caps):
         fn = hook_of(cap, "after_model")
         if fn is not None:
-            turn.apply(await _call(fn, where_of(cap, "after_model"), turn.view()),
+            turn.apply(await _call(cap, fn, where_of(cap, "after_model"), turn.view()),
                        where_of(cap, "after_model"), allow_jump=True)
 
     run.messages = turn.messages
-    run.state = apply_reducers(run.state, turn.values, agent.state_schema)
+    run.state = apply_reducers(run.state, turn.values, agent.state_schema, caps)
     run.add_usage(turn.llm_usage)
     turn.llm_usage = Usage()
     run.merge_reported_usage()
@@ -192,10 +192,10 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     return TurnOutcome(response, executable, turn.jump, list(state.params.output_tools))
 
 
-async def _call(fn: Callable[..., Any], where: str, *args: Any) -> Any:
+async def _call(cap: CapabilityLike, fn: Callable[..., Any], where: str, *args: Any) -> Any:
     with telemetry.hook_span(where):
         try:
-            return await maybe_await(fn(*args))
+            return await call_hook(cap, where, fn, *args)
         except Exception as e:
             raise hook_failure(e, where) from e
 
@@ -245,7 +245,7 @@ async def _call_chain(
     for cap in reversed(caps):
         fn = hook_of(cap, "wrap_model_call")
         if fn is not None:
-            chain = _wrap(fn, chain, where_of(cap, "wrap_model_call"))
+            chain = _wrap(cap, fn, chain, where_of(cap, "wrap_model_call"))
     response = normalize(run, await chain(request), "wrap_model_call")
     if limit_hit:
         raise limit_hit[0]
@@ -256,9 +256,10 @@ async def _call_chain(
 
 
 def _wrap(
-    fn: Callable[..., Any], inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str
+    cap: CapabilityLike, fn: Callable[..., Any],
+    inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str,
 ) -> Callable[[ModelCallRequest], Awaitable[ModelResponse]]:
     async def wrapped(req: ModelCallRequest) -> ModelResponse:
-        return _validated(await _call(fn, where, req, inner), where)
+        return _validated(await _call(cap, fn, where, req, inner), where)
 
     return wrapped

@@ -24,6 +24,8 @@ __all__ = [
     "TRUNCATED_OUTPUT",
     "CANCELLED_SESSION",
     "TOOL_ENTRY",
+    "AGENT_VERSIONS",
+    "version_patch",
 ]
 
 EARLY_STATUS = "towline-early-status"
@@ -48,3 +50,13 @@ def since(patch_id: str) -> bool:
 TOOL_ENTRY = "towline-tool-entry"
 """A non-idempotent tool whose every attempt lost its worker before the tool function
 started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
+
+AGENT_VERSIONS = "towline-agent-versions"
+"""A run records its agent's version (`towline.fingerprint`) when it starts: in the ledger
+memo, the `TowlineAgentVersion` search attribute and a `version_patch` marker, which a
+worker replaying the run checks against its own agents."""
+
+
+def version_patch(version: str) -> str:
+    """The `workflow.patched` id that records (and, on replay, checks) an agent version."""
+    return f"towline-agent-version-{version}"

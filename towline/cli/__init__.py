@@ -11,6 +11,7 @@
     towline send chat-1 "And now?"
     towline cancel chat-1
     towline mcp-serve --agent examples.calculator:agent
+    towline replay --agent myapp.agents:support
 
 Connection settings (address, namespace, TLS, API key) come from Temporal's
 environment configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import codec, mcp, run, runs, server, show, steer, watch
+    from towline.cli import codec, mcp, replay, run, runs, server, show, steer, watch
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, watch, runs, steer, codec, mcp):
+    for module in (server, run, show, watch, runs, steer, replay, codec, mcp):
         module.register(sub)
     return parser
 

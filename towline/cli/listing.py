@@ -2,8 +2,8 @@
 
 A run's row comes from Temporal's visibility store: the search attributes the
 workflow upserts at each confirmed transition (`TowlineAgent`, `TowlineStatus`,
-`TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`, and `TowlineCostMicros`
-when the spend is known) and Temporal's own fields (status, start and close time).
+`TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`, `TowlineAgentVersion`, and
+`TowlineCostMicros` when the spend is known) and Temporal's own fields (status, start and close time).
 The store is eventually consistent: a change shows there a moment after it happens.
 Stuck runs need `describe` of each live run; pending approvals need its `state` query.
 Nothing here prints (`towline.cli.render` formats).
@@ -77,7 +77,7 @@ def quoted(value: str) -> str:
 
 def runs_query(
     *, agent: str | None = None, status: str | None = None, query: str | None = None,
-    live: bool = False,
+    live: bool = False, version: str | None = None,
 ) -> str:
     """The list filter of towline's runs (the latest execution of each), narrowed as asked."""
     parts = ['WorkflowType = "AgentRun"', 'ExecutionStatus != "ContinuedAsNew"']
@@ -85,6 +85,8 @@ def runs_query(
         parts.append('ExecutionStatus = "Running"')
     if agent:
         parts.append(f"TowlineAgent = {quoted(agent)}")
+    if version:
+        parts.append(f"TowlineAgentVersion = {quoted(version)}")
     if status:
         parts.append(f"({_STATUS_QUERIES[status]})")
     if query and query.strip():
@@ -107,6 +109,8 @@ class RunRow:
     started: datetime | None
     closed: datetime | None
     task_queue: str
+    agent_version: str | None = None
+    """The version of the agent definition the run started with (None: before versions)."""
 
     @classmethod
     async def of(cls, execution: WorkflowExecution, codec: PayloadCodec | None) -> RunRow:
@@ -127,6 +131,7 @@ class RunRow:
             cost_micros=cost_micros(found, counters),
             started=execution.start_time, closed=execution.close_time,
             task_queue=execution.task_queue,
+            agent_version=found.get("TowlineAgentVersion") or (counters and counters.agent_version),
         )
 
     @property
@@ -150,7 +155,7 @@ class RunRow:
             "started": self.started.isoformat() if self.started else None,
             "closed": self.closed.isoformat() if self.closed else None,
             "duration_seconds": round(took.total_seconds(), 3) if took is not None else None,
-            "task_queue": self.task_queue,
+            "task_queue": self.task_queue, "agent_version": self.agent_version,
         }
 
 

@@ -1,6 +1,7 @@
 """`towline runs` and `towline pending`: what is running, waiting, failed or stuck, across runs.
 
     towline runs --status waiting --agent careful-calculator
+    towline runs --version 3f9c2a1b7e40
     towline runs --stuck
     towline pending
 
@@ -38,19 +39,22 @@ def _num(value: int | None) -> str:
 def runs_lines(rows: list[RunRow], now: datetime) -> list[str]:
     """The `towline runs` table."""
     headers = ("WORKFLOW ID", "AGENT", "STATUS", "STEP", "TOOL CALLS", "TOKENS", "COST",
-               "STARTED", "DURATION")
+               "STARTED", "DURATION", "VERSION")
     return table(headers, [
         (r.workflow_id, r.agent or "-", r.status, _num(r.run_step), _num(r.tool_calls),
-         _num(r.total_tokens), money(r.cost_micros), when(r.started), duration(r.duration(now)))
+         _num(r.total_tokens), money(r.cost_micros), when(r.started), duration(r.duration(now)),
+         r.agent_version or "-")
         for r in rows
     ])
 
 
 def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
     """The `towline runs --stuck` table, then each run's failure in full."""
-    headers = ("WORKFLOW ID", "AGENT", "STATUS", "ATTEMPT", "FAILING FOR", "LAST FAILURE")
+    headers = ("WORKFLOW ID", "AGENT", "VERSION", "STATUS", "ATTEMPT", "FAILING FOR",
+               "LAST FAILURE")
     lines = table(headers, [
-        (s.row.workflow_id, s.row.agent or "-", s.row.status, str(s.failure.attempt),
+        (s.row.workflow_id, s.row.agent or "-", s.row.agent_version or "-", s.row.status,
+         str(s.failure.attempt),
          duration(now - s.failure.since) if s.failure.since else "-",
          short(f"{s.failure.cause}: {s.failure.message}", 70))
         for s in stuck
@@ -78,7 +82,8 @@ async def runs_command(args: Any) -> int:
     client = await connect_client(target)
     now = datetime.now(UTC)
     if args.stuck:
-        query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True)
+        query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True,
+                           version=args.version)
         stuck = await stuck_runs(client, query, args.limit)
         if args.json:
             print_json([s.to_json(now) for s in stuck])
@@ -88,7 +93,7 @@ async def runs_command(args: Any) -> int:
             print("\n".join(stuck_lines(stuck, now)))
         return 0
     rows = await list_runs(client, runs_query(agent=args.agent, status=args.status,
-                                              query=args.query), args.limit)
+                                              query=args.query, version=args.version), args.limit)
     if args.json:
         print_json([r.to_json(now) for r in rows])
     elif not rows:
@@ -137,6 +142,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--status", choices=STATUSES, help="only runs with this status")
     p.add_argument("--stuck", action="store_true",
                    help="only live runs whose workflow task keeps failing (describes each live run)")
+    p.add_argument("--version", metavar="V",
+                   help="only runs started with this agent version (TowlineAgentVersion, as "
+                   "`towline runs` shows it)")
     _filters(p, 50)
     p.set_defaults(handler=runs_command)
 

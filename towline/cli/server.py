@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, Plugin
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -50,6 +51,7 @@ from towline.codec import EncryptionCodec
 from towline.codec_server import CodecServer
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
 from towline.errors import ConfigurationError
+from towline.fingerprint import agent_version
 from towline.registration import register_search_attributes
 
 __all__ = [
@@ -249,6 +251,7 @@ def add_tracing_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 async def _serve(
     client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
     obs: Observability | None = None, allowed_models: Sequence[str] = (),
+    deployment: WorkerDeploymentVersion | None = None, accept_versions: Sequence[str] = (),
 ) -> None:
     """Run a worker for `agents` (if any) until `stop` is set."""
     if not agents:
@@ -256,7 +259,8 @@ async def _serve(
         return
     obs = obs or Observability()
     worker = Worker(with_towline(client, agents, allowed_models=allowed_models,
-                                 encryption=obs.encryption, plugins=obs.plugins),
+                                 encryption=obs.encryption, plugins=obs.plugins,
+                                 deployment=deployment, accept_versions=accept_versions),
                     task_queue=task_queue, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     try:
         async with worker:
@@ -312,20 +316,35 @@ async def dev_command(args: Any) -> int:
     return 0
 
 
+def _deployment(args: Any) -> WorkerDeploymentVersion | None:
+    """`--deployment-name` and `--build-id`, which go together."""
+    if (args.deployment_name is None) != (args.build_id is None):
+        raise CliError("--deployment-name and --build-id go together (a Worker Deployment "
+                       "version is both)", EXIT_USAGE)
+    if args.deployment_name is None:
+        return None
+    return WorkerDeploymentVersion(deployment_name=args.deployment_name, build_id=args.build_id)
+
+
 async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
     agents = load_agents(args.agent)
+    deployment = _deployment(args)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     obs = observability(args)
     stop = stop_event()
     client = await connect_client(target, agents)
-    names = ", ".join(a.name for a in agents)
+    versions = ", ".join(f"{a.name} {agent_version(a)}" for a in agents)
     for line in obs.lines:
         say(f"towline worker: {line}")
+    if deployment is not None:
+        say(f"towline worker: Worker Deployment {deployment.deployment_name!r}, build "
+            f"{deployment.build_id!r} (AgentRun pinned: runs finish on the build they started on)")
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
-        f"task queue {args.task_queue!r}, agents: {names}. Ctrl-C stops.")
+        f"task queue {args.task_queue!r}, agents: {versions}. Ctrl-C stops.")
     try:
-        await _serve(client, agents, args.task_queue, stop, obs, args.allow_model)
+        await _serve(client, agents, args.task_queue, stop, obs, args.allow_model,
+                     deployment, args.accept_version or ())
     except RuntimeError as e:  # e.g. the namespace does not exist
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
@@ -356,6 +375,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     add_allow_model(p)
     add_connection(p)
     add_worker_options(p)
+    group = p.add_argument_group("versions (see README: changing an agent safely)")
+    group.add_argument("--deployment-name", metavar="NAME",
+                       help="run as a version of this Worker Deployment, AgentRun pinned (with "
+                       "--build-id); switch new runs to a build with `temporal worker deployment "
+                       "set-current-version`")
+    group.add_argument("--build-id", metavar="ID", help="this worker's build in the deployment")
+    group.add_argument("--accept-version", action="append", metavar="VERSION",
+                       help="also replay runs started with this earlier agent version (once "
+                       "`towline replay` showed it compatible); repeatable")
     p.set_defaults(handler=worker_command)
 
 

@@ -37,10 +37,11 @@ __all__ = ["show_lines", "show_command", "register"]
 def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]:
     """The text `towline show` prints."""
     d = details
+    version = d.counters.agent_version if d.counters is not None else None
     out = [
         f"Run       {d.workflow_id}  (run id {d.run_id})",
         f"Status    {d.execution_status}",
-        f"Agent     {d.agent or '-'}",
+        f"Agent     {d.agent or '-'}" + (f"  (version {version})" if version else ""),
         f"Queue     {d.task_queue}",
         f"Started   {when(d.started)}   Closed {when(d.closed)}",
     ]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17towline/v1/ledger.proto\x12\ntowline.v1\"\x8b\x03\n\x0bRunCounters\x12>\n\x0ctool_retries\x18\x01 \x03(\x0b\x32(.towline.v1.RunCounters.ToolRetriesEntry\x12\x1b\n\x13output_retries_used\x18\x02 \x01(\x05\x12\x10\n\x08run_step\x18\x03 \x01(\x05\x12\x12\n\ntool_calls\x18\x04 \x01(\x05\x12\x11\n\tmax_steps\x18\x05 \x01(\x05\x12\x16\n\x0eoutput_retries\x18\x06 \x01(\x05\x12\x10\n\x08requests\x18\x07 \x01(\x03\x12\x14\n\x0cinput_tokens\x18\x08 \x01(\x03\x12\x15\n\routput_tokens\x18\t \x01(\x03\x12\x16\n\x0eschema_version\x18\n \x01(\x05\x12\x18\n\x0b\x63ost_micros\x18\x0b \x01(\x03H\x00\x88\x01\x01\x12\x19\n\x11unpriced_requests\x18\r \x01(\x03\x1a\x32\n\x10ToolRetriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x42\x0e\n\x0c_cost_microsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17towline/v1/ledger.proto\x12\ntowline.v1\"\xb9\x03\n\x0bRunCounters\x12>\n\x0ctool_retries\x18\x01 \x03(\x0b\x32(.towline.v1.RunCounters.ToolRetriesEntry\x12\x1b\n\x13output_retries_used\x18\x02 \x01(\x05\x12\x10\n\x08run_step\x18\x03 \x01(\x05\x12\x12\n\ntool_calls\x18\x04 \x01(\x05\x12\x11\n\tmax_steps\x18\x05 \x01(\x05\x12\x16\n\x0eoutput_retries\x18\x06 \x01(\x05\x12\x10\n\x08requests\x18\x07 \x01(\x03\x12\x14\n\x0cinput_tokens\x18\x08 \x01(\x03\x12\x15\n\routput_tokens\x18\t \x01(\x03\x12\x16\n\x0eschema_version\x18\n \x01(\x05\x12\x18\n\x0b\x63ost_micros\x18\x0b \x01(\x03H\x00\x88\x01\x01\x12\x1a\n\ragent_version\x18\x0c \x01(\tH\x01\x88\x01\x01\x12\x19\n\x11unpriced_requests\x18\r \x01(\x03\x1a\x32\n\x10ToolRetriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x42\x0e\n\x0c_cost_microsB\x10\n\x0e_agent_versionb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._loaded_options = None
   _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._serialized_options = b'8\001'
   _globals['_RUNCOUNTERS']._serialized_start=40
-  _globals['_RUNCOUNTERS']._serialized_end=435
-  _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._serialized_start=369
-  _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._serialized_end=419
+  _globals['_RUNCOUNTERS']._serialized_end=481
+  _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._serialized_start=397
+  _globals['_RUNCOUNTERS_TOOLRETRIESENTRY']._serialized_end=447
 # @@protoc_insertion_point(module_scope)

@@ -62,6 +62,7 @@ class RunCounters(_message.Message):
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
     COST_MICROS_FIELD_NUMBER: _builtins.int
+    AGENT_VERSION_FIELD_NUMBER: _builtins.int
     UNPRICED_REQUESTS_FIELD_NUMBER: _builtins.int
     output_retries_used: _builtins.int
     """Output validation retries consumed so far."""
@@ -89,6 +90,11 @@ class RunCounters(_message.Message):
     or an unknown price (offline models report neither), and in snapshots of
     schema_version 1.
     """
+    agent_version: _builtins.str
+    """The version of the agent definition the run started with (a fingerprint of
+    its tools, capabilities, model, output type and limits; towline.fingerprint).
+    Absent in snapshots of schema_version 1 and 2.
+    """
     unpriced_requests: _builtins.int
     """Model requests whose price is not known: cost_micros leaves them out and is
     then a lower bound of the run's spend.
@@ -111,14 +117,20 @@ class RunCounters(_message.Message):
         output_tokens: _builtins.int = ...,
         schema_version: _builtins.int = ...,
         cost_micros: _builtins.int | None = ...,
+        agent_version: _builtins.str | None = ...,
         unpriced_requests: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros", "cost_micros", b"cost_micros"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_version", b"_agent_version", "_cost_micros", b"_cost_micros", "agent_version", b"agent_version", "cost_micros", b"cost_micros"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros", "cost_micros", b"cost_micros", "input_tokens", b"input_tokens", "max_steps", b"max_steps", "output_retries", b"output_retries", "output_retries_used", b"output_retries_used", "output_tokens", b"output_tokens", "requests", b"requests", "run_step", b"run_step", "schema_version", b"schema_version", "tool_calls", b"tool_calls", "tool_retries", b"tool_retries", "unpriced_requests", b"unpriced_requests"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_version", b"_agent_version", "_cost_micros", b"_cost_micros", "agent_version", b"agent_version", "cost_micros", b"cost_micros", "input_tokens", b"input_tokens", "max_steps", b"max_steps", "output_retries", b"output_retries", "output_retries_used", b"output_retries_used", "output_tokens", b"output_tokens", "requests", b"requests", "run_step", b"run_step", "schema_version", b"schema_version", "tool_calls", b"tool_calls", "tool_retries", b"tool_retries", "unpriced_requests", b"unpriced_requests"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent_version: _TypeAlias = _typing.Literal["agent_version"]  # noqa: Y015
+    _WhichOneofArgType__agent_version: _TypeAlias = _typing.Literal["_agent_version", b"_agent_version"]  # noqa: Y015
     _WhichOneofReturnType__cost_micros: _TypeAlias = _typing.Literal["cost_micros"]  # noqa: Y015
     _WhichOneofArgType__cost_micros: _TypeAlias = _typing.Literal["_cost_micros", b"_cost_micros"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent_version) -> _WhichOneofReturnType__agent_version | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cost_micros) -> _WhichOneofReturnType__cost_micros | None: ...
 
 Global___RunCounters: _TypeAlias = RunCounters  # noqa: Y015
