@@ -170,7 +170,7 @@ async def measure(calls: int, starts: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--starts", type=int, default=30)

@@ -5,7 +5,8 @@ description of what decides the commands a run emits: the agent's name, its mode
 its output type, every tool of its inventory (name, description, argument schema,
 kind, retries, whether it runs in the workflow or is idempotent, metadata), its
 capabilities in order with their configuration (class, then fields; functions and
-classes by qualified name, sub-agents by their own version), and its limits. Two
+classes by qualified name, sub-agents by their own version), its limits, and its MCP
+servers (their names, prefixes, tool filters and retry settings, and when they are listed). Two
 processes with the same definition compute the same version (nothing here depends
 on `PYTHONHASHSEED`, memory addresses or the clock); changing any of those parts
 changes it.
@@ -46,6 +47,10 @@ __all__ = [
 VERSION_LENGTH = 12
 """Hex digits of an agent version."""
 
+_MCP_FIELDS = ("name", "prefix", "tools", "idempotent", "trust_hints", "max_retries", "required")
+"""What of an `MCPServer` decides a run's commands (its command, URL, environment, headers
+and timeouts say where and how to reach it: deployment settings, not the definition)."""
+
 _DEPTH = 12
 """How deep configuration is described (deeper values are named by type only)."""
 
@@ -66,9 +71,12 @@ def describe_agent(agent: Agent) -> dict[str, Any]:
         "capabilities": [describe_capability(c) for c in agent.capabilities],
         "limits": agent.limits.model_dump(mode="json"),
     }
-    servers: Any = getattr(agent, "mcp_servers", ())
-    if servers:  # MCP servers, where the agent has them
-        described["mcp_servers"] = _value(list(servers), 0)
+    if agent.mcp_servers:  # what the run lists and calls, not where the servers run
+        described["mcp_servers"] = [
+            {name: _value(getattr(s, name, None), 0) for name in _MCP_FIELDS}
+            for s in agent.mcp_servers
+        ]
+        described["mcp_list_tools"] = agent.mcp_list_tools
     return described
 
 
