@@ -373,10 +373,17 @@ def test_the_previous_profiler_is_restored() -> None:
 
 
 def test_library_code_is_not_watched_but_user_code_is() -> None:
+    import httpx
+    import pydantic
+
     from towline.workflows.guard import is_user_file
 
     assert is_user_file(__file__)
+    assert is_user_file(httpx.__file__)  # a library not passed through the sandbox is watched
+    assert not is_user_file(pydantic.__file__)
     assert not is_user_file(datetime.__file__)
     assert not is_user_file(workflow.__file__)
     assert not is_user_file(Guard.__init__.__code__.co_filename)
     assert not is_user_file("<frozen os>")
+    stdlib = os.path.dirname(os.__file__)  # a Docker image's Python keeps site-packages there
+    assert is_user_file(os.path.join(stdlib, "site-packages", "acme", "hooks.py"))

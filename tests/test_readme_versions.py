@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -35,7 +36,21 @@ async def _build_of(client: Client, workflow_id: str) -> str:
     return info.deployment_version.build_id
 
 
+def _hold_default_port() -> socket.socket | None:
+    """Keep 7233 from `towline dev`: `towline replay` lists every run on its server, and a
+    process of another checkout on this machine reaching for the default port would add its
+    own runs (with other code) to this test's server."""
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 7233))
+    except OSError:
+        held.close()
+        return None  # taken already: `towline dev` picks a free port either way
+    return held
+
+
 async def test_changing_an_agent_safely_as_the_readme_shows(tmp_path: Path) -> None:
+    held = _hold_default_port()
     dev = await readme_process("towline dev", env=cli_env(), cwd=tmp_path)
     workers: list[asyncio.subprocess.Process] = []
     try:
@@ -90,7 +105,7 @@ async def test_changing_an_agent_safely_as_the_readme_shows(tmp_path: Path) -> N
         assert calc.code == 0, calc
         replayed = await readme("towline replay --agent examples.calculator:agents",
                                 env=env, cwd=tmp_path)
-        assert replayed.code == 0, replayed
+        assert replayed.code == 0, replayed.out
         lines = replayed.out.splitlines()
         assert lines[-1] == "3 replayed: 3 ok, 0 failed", replayed.out
         assert any(line.startswith("ok      pinned-1 (") and
@@ -111,3 +126,5 @@ async def test_changing_an_agent_safely_as_the_readme_shows(tmp_path: Path) -> N
             await asyncio.wait_for(worker.wait(), 60)
         stop_process(dev)
         await asyncio.wait_for(dev.wait(), 60)
+        if held is not None:
+            held.close()

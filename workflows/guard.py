@@ -165,23 +165,19 @@ def _owner_hit(owner: Any, fn: Any) -> _Hit | None:
 def _library_roots() -> tuple[str, ...]:
     """Folders of code that is not the user's: the standard library, towline, temporalio and
     the libraries towline passes through the sandbox (their calls are not watched)."""
-    roots: set[str] = set()
-    paths = sysconfig.get_paths()
-    for key in ("stdlib", "platstdlib"):
-        if paths.get(key):
-            roots.add(paths[key])
-    for name in ("towline", "temporalio", "pydantic", "pydantic_core", "google.protobuf",
-                 "opentelemetry", "typing_extensions", "annotated_types", "typing_inspection"):
+    # the standard library's own folder (a venv's `platstdlib` would hold site-packages too)
+    roots: set[str] = {os.path.dirname(sysconfig.__file__), sysconfig.get_paths()["stdlib"]}
+    # towline's role packages are symlinks in a checkout (towline/workflows -> ../workflows):
+    # their modules may be named by either path, so both spellings are roots
+    for name in ("towline", "towline.workflows", "towline.activities", "towline.capabilities",
+                 "temporalio", "pydantic", "pydantic_core", "google.protobuf", "opentelemetry",
+                 "typing_extensions", "annotated_types", "typing_inspection"):
         module = sys.modules.get(name)
         spec_file = getattr(module, "__file__", None)
         if spec_file is None:
             continue
         root = os.path.dirname(spec_file) if spec_file.endswith("__init__.py") else spec_file
         roots.add(root)
-    # towline's role folders are symlinks (towline/workflows -> ../workflows): both spellings
-    towline_root = os.path.dirname(os.path.abspath(__file__))
-    for folder in ("workflows", "activities", "capabilities"):
-        roots.add(os.path.realpath(os.path.join(towline_root, "..", folder)))
     roots |= {os.path.realpath(r) for r in roots}
     return tuple(sorted(roots))
 
@@ -199,9 +195,20 @@ def is_user_file(filename: str) -> bool:
         if filename.startswith("<"):  # <frozen os>, <string> (dataclass methods), ...
             known = filename.startswith("<ipython-input")
         else:
-            known = not any(filename == r or filename.startswith(r + os.sep) for r in _roots)
+            known = not any(_under(filename, root) for root in _roots)
         _USER_FILES[filename] = known
     return known
+
+
+_INSTALLED = ("site-packages", "dist-packages")
+
+
+def _under(filename: str, root: str) -> bool:
+    """Whether `filename` is in `root`, not counting the installed packages a standard-library
+    folder may hold (`/usr/local/lib/python3.11/site-packages` in Python's Docker images)."""
+    if not filename.startswith(root + os.sep):
+        return filename == root
+    return filename[len(root) + 1:].split(os.sep, 1)[0] not in _INSTALLED
 
 
 def is_user_code(fn: Any, owner: Any = None) -> bool:
