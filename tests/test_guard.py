@@ -374,6 +374,7 @@ def test_the_previous_profiler_is_restored() -> None:
 
 def test_library_code_is_not_watched_but_user_code_is() -> None:
     import httpx
+    import opentelemetry.trace
     import pydantic
 
     from towline.workflows.guard import is_user_file
@@ -381,6 +382,8 @@ def test_library_code_is_not_watched_but_user_code_is() -> None:
     assert is_user_file(__file__)
     assert is_user_file(httpx.__file__)  # a library not passed through the sandbox is watched
     assert not is_user_file(pydantic.__file__)
+    # passed through the sandbox, and called by the engine inside a wrapped model call
+    assert not is_user_file(opentelemetry.trace.__file__)
     assert not is_user_file(datetime.__file__)
     assert not is_user_file(workflow.__file__)
     assert not is_user_file(Guard.__init__.__code__.co_filename)

@@ -14,6 +14,7 @@ without a `workflow.patched` guard, fails here.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,6 @@ def _kinds(name: str) -> list[str]:
             found.append(attrs["activityType"]["name"])
         summary = event.get("userMetadata", {}).get("summary", {}).get("data")
         if summary:
-            import base64
-
             found.append(json.loads(base64.b64decode(summary)))
     return found
 
@@ -98,7 +97,8 @@ def extra(x: int) -> int:
 
 async def test_a_run_of_another_agent_version_is_refused_unless_accepted() -> None:
     """The versioned history, replayed by a worker whose `history-tools` has another tool."""
-    changed = Agent(name="history-tools", instructions="Use the tools.", tools=[lookup, flaky, extra],
+    changed = Agent(name="history-tools", instructions="Use the tools.",
+                    tools=[lookup, flaky, extra],
                     model=FunctionModel(tools_script, model_name="history-tools-model"))
     history = _load(HISTORIES / "history-versioned.json")
     refused = await Replayer(workflows=[AgentRun], plugins=[TowlinePlugin([changed])]) \
