@@ -240,17 +240,12 @@ class _Stepped:
 
 async def guarded(guard: Guard, fn: Callable[..., Any], *args: Any) -> Any:
     """`await fn(*args)` (or its plain result, for a sync function) under `guard`."""
-    try:
-        with guard.active():
-            result = fn(*args)
-    except BaseException as e:
-        guard.check(e)
-        raise
+    result = guarded_sync(guard, fn, *args)
     if inspect.iscoroutine(result):
         return await _Stepped(result, guard)
-    if inspect.isawaitable(result):
+    if inspect.isawaitable(result):  # a task it started: watched by `_watched_spawn`
         result = await result
-    guard.check()
+        guard.check()
     return result
 
 
