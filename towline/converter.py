@@ -21,16 +21,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
-from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
+    CompositePayloadConverter,
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
     PayloadConverter,
 )
 
 from towline.errors import RunFailure
+from towline.messages import COMPACT
 
 __all__ = [
     "TowlinePayloadConverter",
@@ -40,8 +45,27 @@ __all__ = [
 ]
 
 
+class _CompactJSON(PydanticJSONPlainPayloadConverter):
+    """pydantic JSON, messages without their default fields (`towline.messages.COMPACT`)."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": self.encoding.encode()},
+                       data=to_json(value, context={COMPACT: True}))
+
+
 class TowlinePayloadConverter(PydanticPayloadConverter):
-    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`."""
+    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`.
+
+    Messages are written without fields at their default (`towline.messages.COMPACT`):
+    a history repeats them at every step, and every reader's defaults restore them.
+    """
+
+    def __init__(self) -> None:
+        compact = _CompactJSON()
+        CompositePayloadConverter.__init__(self, *(
+            compact if isinstance(c, JSONPlainPayloadConverter) else c
+            for c in DefaultPayloadConverter.default_encoding_payload_converters
+        ))
 
     def from_payloads(
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
