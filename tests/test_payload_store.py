@@ -79,10 +79,14 @@ def _tool_results(events: list[HistoryEvent]) -> list[Payload]:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
 
 
-async def _run_big_result(client: Client, store: PayloadStore | str) -> tuple[RunResult, list[HistoryEvent]]:
-    async with towline_worker(client, [big_result], payload_store=store) as (tclient, queue):
-        result = await asyncio.wait_for(run(tclient, big_result, "go", task_queue=queue), 120)
-        events = await history_events(tclient.get_workflow_handle(result.run_id))
+async def _run_big_result(client: Client, url: str) -> tuple[RunResult, list[HistoryEvent]]:
+    store = PayloadStore(url)
+    try:
+        async with towline_worker(client, [big_result], payload_store=store) as (tclient, queue):
+            result = await asyncio.wait_for(run(tclient, big_result, "go", task_queue=queue), 120)
+            events = await history_events(tclient.get_workflow_handle(result.run_id))
+    finally:
+        await store.aclose()
     return result, events
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -76,6 +76,8 @@ class PayloadStore:
     """The largest payload stored; a larger one still fails its run with `PayloadTooLarge`."""
     _storage: list[ExternalStorage] = field(default_factory=list[ExternalStorage], init=False,
                                             repr=False, compare=False)
+    _closers: list[Callable[[], Awaitable[None]]] = field(
+        default_factory=list[Callable[[], Awaitable[None]]], init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -120,7 +122,9 @@ class PayloadStore:
         from towline.cloud_stores import gcs_driver, s3_driver
 
         make = s3_driver if self.scheme == "s3" else gcs_driver
-        return make(self.bucket, self.prefix, self.max_payload_size)
+        made = make(self.bucket, self.prefix, self.max_payload_size)
+        self._closers.append(made.aclose)
+        return made.driver
 
     def external_storage(self) -> ExternalStorage:
         """The data converter's `ExternalStorage` for this store (one driver, made once)."""
@@ -128,6 +132,14 @@ class PayloadStore:
             self._storage.append(ExternalStorage(drivers=[self.driver()],
                                                  payload_size_threshold=self.threshold))
         return self._storage[0]
+
+    async def aclose(self) -> None:
+        """Close the connections the store's driver opened in this event loop (s3, gs).
+
+        They are opened on first use and otherwise kept for the process's life.
+        """
+        for close in self._closers:
+            await close()
 
 
 def payload_store(value: str | PayloadStore | None) -> PayloadStore | None:
