@@ -83,3 +83,37 @@ async def test_a_500_step_run_stays_flat(client: Client, tmp_path: Path) -> None
     last_start = chain[-1][0].workflow_execution_started_event_attributes.input.payloads[0]
     assert len(last_start.external_payloads) == 1 and last_start.ByteSize() < 1024
     assert last_start.external_payloads[0].size_bytes > 100_000  # the conversation, stored
+
+
+def test_the_collector_pause_nests_and_restores() -> None:
+    """Decoding a long run pauses the garbage collector; it comes back as it was."""
+    import gc
+    import threading
+
+    from towline.converter import paused_gc
+
+    assert gc.isenabled()
+    inner = threading.Event()
+    release = threading.Event()
+
+    def other() -> None:
+        with paused_gc():
+            inner.set()
+            release.wait(10)
+
+    with paused_gc():
+        assert not gc.isenabled()
+        thread = threading.Thread(target=other)
+        thread.start()
+        inner.wait(10)
+    assert not gc.isenabled()  # the other thread's pause still holds
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # disabled before: left disabled
+    finally:
+        gc.enable()
