@@ -313,3 +313,26 @@ async def test_a_projected_request_reaches_the_model_exactly(client: Client) -> 
     assert result.output == "done"
     assert [len(m) for m in seen] == [1, 3, 3, 3, 3, 3]
     assert seen[-1] == [result.messages[0], *result.messages[-3:-1]]
+
+
+async def test_a_key_evicted_while_asking_is_fetched_whole() -> None:
+    wire = Wire()
+    history: list[Message] = [_user("go", "u")]
+    for n in range(1, 4):
+        await wire.send(history, _call(n))
+        history += [_call(n), _return(n)]
+    other = Wire(wire.book)
+    await other.send(history, _call(4))  # another worker answers a step: ours lacks it
+    history += [_call(4), _return(4)]
+    asked: list[RequestQuery] = []
+
+    async def evicting(query: RequestQuery) -> RequestAnswer:
+        asked.append(query)
+        wire.cache._nodes.clear()  # pyright: ignore[reportPrivateUsage] - meanwhile, evicted
+        wire.cache._lists.clear()  # pyright: ignore[reportPrivateUsage]
+        return await wire.ask(query)
+
+    request, _ = wire.book.open(history, DEFS)
+    got, _, _ = await wire.cache.resolve(request, "run-1", evicting)
+    assert got == history
+    assert [bool(q.have) for q in asked] == [True, False]
