@@ -91,11 +91,12 @@ class RequestCache:
         self.queries += 1
         have = [k for k in reversed(self._recent.get(run, ())) if self._messages(k) is not None]
         answer = await ask(RequestQuery(n=req.n, have=have))
-        base = [] if answer.after == ROOT else (
+        none: list[Message] = []
+        base = none if answer.after == ROOT else (
             self._messages(answer.after) if answer.after in have else None)
         if base is None and answer.after in have:  # evicted while we asked: ask for all of it
             answer = await ask(RequestQuery(n=req.n))
-            base = [] if answer.after == ROOT else None
+            base = none if answer.after == ROOT else None
         keys = chain_keys(answer.after, answer.messages)
         if base is None or (keys[-1] if keys else answer.after) != key or \
                 answer.definitions.ref() != req.defs:
