@@ -1,4 +1,13 @@
-"""The payloads of towline's activities (shared by workflow and activity sides)."""
+"""The payloads of towline's activities (shared by workflow and activity sides).
+
+They are written into the run's history at every step, so they carry only what
+the other side does not know: defaults are left out of the JSON, a model request
+names the messages its worker holds (`towline.request_chain`), and a tool call's
+context is rebuilt on the worker from the activity's own identity (the run id is
+the workflow id, the tool is the activity's, the idempotency key follows from
+them). Older, fuller forms are still read (`message_refs`, `ctx`), so activities
+scheduled by earlier workflow code keep working.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from towline.messages import Message, Usage
 from towline.options import ModelSettings
+from towline.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
@@ -19,28 +29,85 @@ ENTERED_KEY = "towline_entered"
 function (see `activities/heartbeat.py`); read by the workflow after a timeout."""
 
 
+def _empty(value: Any) -> bool:
+    return not value
+
+
+def _none(value: Any) -> bool:
+    return value is None
+
+
+def _zero(value: Any) -> bool:
+    return value == 0
+
+
+def _no_usage(value: Any) -> bool:
+    return value == Usage()
+
+
+def _default_settings(value: Any) -> bool:
+    return value == ModelSettings()
+
+
 class ModelActivityInput(BaseModel):
     """Input of `towline.model_request`."""
 
     model: str
-    messages: list[Message]
-    tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
-    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
-    settings: ModelSettings = Field(default_factory=ModelSettings)
+    messages: list[Message] = Field(default_factory=list[Message], exclude_if=_empty)
+    """The request's messages, inline (a model call outside an `AgentRun`)."""
+    tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition], exclude_if=_empty)
+    output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition],
+                                               exclude_if=_empty)
+    settings: ModelSettings = Field(default_factory=ModelSettings, exclude_if=_default_settings)
     run_step: int = 0
     agent: str = ""
-    message_refs: list[str] | None = None
-    """When set, the request's messages by reference (see `towline/request_refs.py`);
-    `messages` then holds only those the run had not sent before."""
-    request_key: str | None = None
-    """Names the request for the `towline.request_messages` query (cache misses)."""
+    chain: ChainedRequest | None = Field(default=None, exclude_if=_none)
+    """Inside an `AgentRun`: the request by reference (`towline/request_chain.py`); messages,
+    tools and settings are then not inline. Workers of earlier versions, which require
+    `messages`, refuse such a request rather than call a model without its messages."""
+    message_refs: list[str] | None = Field(default=None, exclude_if=_none)
+    """Earlier protocol (`towline/request_refs.py`): a reference per message, `messages`
+    holding only those the run had not sent before. Still read, never written."""
+    request_key: str | None = Field(default=None, exclude_if=_none)
+    """Earlier protocol: names the request for the `towline.request_messages` query."""
 
 
 class ToolActivityInput(BaseModel):
-    """Input of `towline.tool.<name>`: validated JSON arguments and the call's context."""
+    """Input of `towline.tool.<name>`: validated JSON arguments and what the worker cannot know.
+
+    The worker rebuilds the `ToolContext` (`context()`): the run id is the workflow id,
+    the tool is the activity's own, and the idempotency key follows from them.
+    """
 
     args: dict[str, Any]
-    ctx: ToolContext
+    agent: str = ""
+    """The agent's name."""
+    run_step: int = 0
+    """The model request that produced this call."""
+    tool_call_id: str = ""
+    """The call's id."""
+    retry: int = Field(default=0, exclude_if=_zero)
+    """Consecutive failures of this tool so far in the run."""
+    state: dict[str, Any] = Field(default_factory=dict[str, Any], exclude_if=_empty)
+    """A copy of the run's contributed state at the time of the call."""
+    ctx: ToolContext | None = Field(default=None, exclude_if=_none)
+    """Earlier form: the whole context (still read)."""
+
+    @classmethod
+    def of(cls, args: dict[str, Any], ctx: ToolContext) -> ToolActivityInput:
+        """The input of a call with context `ctx`."""
+        return cls(args=args, agent=ctx.agent, run_step=ctx.run_step, tool_call_id=ctx.tool_call_id,
+                   retry=ctx.retry, state=ctx.state)
+
+    def context(self, tool_name: str, run_id: str) -> ToolContext:
+        """The `ToolContext` the tool is given (`run_id`: the workflow id)."""
+        if self.ctx is not None:
+            return self.ctx
+        return ToolContext(
+            run_id=run_id, agent=self.agent, run_step=self.run_step, tool_name=tool_name,
+            tool_call_id=self.tool_call_id, retry=self.retry,
+            idempotency_key=f"{run_id}/{self.run_step}/{self.tool_call_id}", state=self.state,
+        )
 
 
 class ToolActivityResult(BaseModel):
@@ -48,6 +115,6 @@ class ToolActivityResult(BaseModel):
 
     status: Literal["succeeded", "retry", "failed"]
     content: Any = None
-    usage: Usage = Field(default_factory=Usage)
-    state: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage, exclude_if=_no_usage)
+    state: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """A `ToolResult.state` update, applied by the workflow when the call is recorded."""

@@ -4,14 +4,17 @@ Temporal owns retries (see `model_errors`): a model's HTTP 4xx other than
 408/409/429 is non-retryable, and `Retry-After` is honoured through
 `next_retry_delay`. The activity heartbeats while the model works. Models
 resolve from the worker's registry, then provider strings
-(`openai:gpt-4.1-mini`, see `providers`), then built-in names. Messages may arrive
-by reference (see `towline.request_refs`): they are resolved from
-this worker's cache or, on a miss, from the workflow through a query.
+(`openai:gpt-4.1-mini`, see `providers`), then built-in names. Inside an
+`AgentRun` the request arrives by reference (`towline.request_chain`): its
+messages and definitions come from this worker's `RequestCache` or, on a miss,
+from the workflow through a query. The response gets its ids here (so the next
+request can name it by key).
 """
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -19,9 +22,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.messages import MESSAGES, Message, ModelResponse
+from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
-from towline.payloads import PAYLOAD_LIMIT, payload_size
+from towline.payloads import payload_limit, payload_size
+from towline.request_chain import (
+    REQUEST_INPUT_QUERY,
+    RequestAnswer,
+    RequestDefinitions,
+    RequestQuery,
+)
 from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
@@ -29,23 +38,34 @@ from .heartbeat import with_heartbeats
 from .io import ModelActivityInput
 from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
+from .request_cache import RequestCache
 from .streaming import TextStream
 from .telemetry import note_request_messages
 
-__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE"]
+__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE", "with_ids"]
 
 MODEL_ACTIVITY = "towline.model_request"
 CACHE_SIZE = 20_000
-"""Messages a worker keeps by reference (least recently used are dropped first)."""
+"""Messages a worker keeps for requests of the earlier protocol (`message_refs`)."""
 _no_stream = contextlib.nullcontext()
 
 
+def with_ids(response: ModelResponse) -> ModelResponse:
+    """The response with an id, and an id for every tool call without one (unique)."""
+    parts = [
+        p.model_copy(update={"tool_call_id": f"call_{uuid.uuid4().hex[:16]}"})
+        if isinstance(p, ToolCallPart) and not p.tool_call_id else p
+        for p in response.parts
+    ]
+    return response.model_copy(update={"parts": parts, "id": response.id or uuid.uuid4().hex[:16]})
+
 
 class ModelActivities:
-    """Holds a worker's model registry and message cache; `model_request` is the activity."""
+    """Holds a worker's model registry and request cache; `model_request` is the activity."""
 
     def __init__(self, models: Mapping[str, Model]) -> None:
         self._models = dict(models)
+        self.requests = RequestCache()
         self._cache: OrderedDict[str, Message] = OrderedDict()
 
     @activity.defn(name=MODEL_ACTIVITY)
@@ -58,44 +78,54 @@ class ModelActivities:
             )
         except ConfigurationError as e:
             raise ApplicationError(str(e), type=UNKNOWN_MODEL, non_retryable=True) from e
+        key: str | None = None
+        run = activity.info().workflow_id or ""
+        if req.chain is not None:
+            messages, defs, key = await self.requests.resolve(req.chain, run, self._ask)
+        else:
+            messages = await self._legacy_messages(req)
+            defs = RequestDefinitions(tools=req.tools, output_tools=req.output_tools,
+                                      settings=req.settings)
         info = ModelInfo(
-            tools=req.tools, output_tools=req.output_tools, settings=req.settings,
+            tools=defs.tools, output_tools=defs.output_tools, settings=defs.settings,
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
-        messages = await self._messages(req)
-        note_request_messages(messages)
+        note_request_messages(messages, defs.settings)
         try:
-            async with TextStream(req.run_step) if req.settings.stream else _no_stream:  # streaming
-                response = await with_heartbeats(model.request(messages, info))
+            async with TextStream(req.run_step) if defs.settings.stream else _no_stream:  # streaming
+                response = await with_heartbeats(model.request(list(messages), info))
         except Exception as e:
             mapped = activity_error(e)
             if mapped is e:
                 raise
             raise mapped from None  # the cause may name an endpoint: it stays out of history
-        response = _priced(model, response)
+        response = with_ids(_priced(model, response))
         _check_size(response)
+        if key is not None:
+            self.requests.produced(key, messages, response, run)
         return response
 
-    async def _messages(self, req: ModelActivityInput) -> list[Message]:
-        """The request's full messages: inline, from the cache, or from the workflow."""
+    async def _ask(self, query: RequestQuery) -> RequestAnswer:
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        raw: str = await handle.query(REQUEST_INPUT_QUERY, query, result_type=str)
+        return RequestAnswer.model_validate_json(raw)
+
+    async def _legacy_messages(self, req: ModelActivityInput) -> list[Message]:
+        """Messages of a request of the earlier protocol: inline, by reference, or queried."""
         if req.message_refs is None:
             return req.messages
         for m in req.messages:
             self._remember(message_ref(m), m)
         if all(r in self._cache for r in req.message_refs):
-            for r in req.message_refs:
-                self._cache.move_to_end(r)
             return [self._cache[r] for r in req.message_refs]
         info = activity.info()
         handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
         raw: str = await handle.query(REQUEST_QUERY, req.request_key, result_type=str)
         messages = MESSAGES.validate_json(raw)
-        refs = [message_ref(m) for m in messages]
-        if refs != req.message_refs:
+        if [message_ref(m) for m in messages] != req.message_refs:
             raise ApplicationError("model request messages do not match their references",
                                    type="RequestMismatch")
-        for r, m in zip(refs, messages, strict=True):
-            self._remember(r, m)
         return messages
 
     def _remember(self, ref: str, message: Message) -> None:
@@ -124,11 +154,13 @@ def _check_size(response: ModelResponse) -> None:
 
     Temporal would reject it anyway (the SDK fails the completion, and retries
     would only repeat the cost); the workflow turns this into `PayloadTooLarge`.
+    With a payload store (`towline.payload_store`) the limit is the store's.
     """
     size = payload_size(activity.payload_converter(), response)
-    if size > PAYLOAD_LIMIT:
+    limit = payload_limit(activity.info().task_queue)
+    if size > limit:
         raise ApplicationError(
-            f"model response of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte payload limit",
+            f"model response of {size} bytes exceeds the {limit}-byte payload limit",
             response.usage.model_dump(mode="json"),  # spent all the same: the run counts it
             type="PayloadTooLarge", non_retryable=True,
         )

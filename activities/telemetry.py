@@ -24,6 +24,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from towline.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
 from towline.models import Model
+from towline.options import ModelSettings
 
 from .io import ModelActivityInput, ToolActivityInput, ToolActivityResult
 
@@ -133,11 +134,18 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def note_request_messages(messages: Sequence[Message]) -> None:
-    """Put the full request (resolved from references) on the current `chat` span, if captured."""
-    if _trace is None or not _capture.get():
+def note_request_messages(messages: Sequence[Message], settings: ModelSettings | None = None) -> None:
+    """Put the full request (resolved from references) on the current `chat` span: its
+    settings, and its messages if content is captured."""
+    if _trace is None:
         return
-    _trace.get_current_span().set_attribute("gen_ai.input.messages", _json(genai_messages(messages)))
+    span = _trace.get_current_span()
+    for name in ("temperature", "max_tokens", "top_p"):
+        value = getattr(settings, name, None)
+        if value is not None:
+            span.set_attribute(f"gen_ai.request.{name}", value)
+    if _capture.get():
+        span.set_attribute("gen_ai.input.messages", _json(genai_messages(messages)))
 
 
 @contextlib.contextmanager
@@ -170,10 +178,6 @@ class _Inbound(ActivityInboundInterceptor):
             "gen_ai.provider.name": system, "gen_ai.request.model": _request_model(req.model),
             "gen_ai.agent.name": req.agent, "towline.run_step": req.run_step,
         }
-        for field in ("temperature", "max_tokens", "top_p"):
-            value = getattr(req.settings, field, None)
-            if value is not None:
-                attrs[f"gen_ai.request.{field}"] = value
         labels = {"agent": req.agent, "model": req.model}
         meter = activity.metric_meter()
         token = _capture.set(self._owner.capture_content)
@@ -221,7 +225,8 @@ class _Inbound(ActivityInboundInterceptor):
             span.set_attribute("gen_ai.output.messages", _json(genai_messages([response])))
 
     async def _tool(self, input: ExecuteActivityInput, inp: ToolActivityInput) -> Any:
-        ctx = inp.ctx
+        info = activity.info()
+        ctx = inp.context(info.activity_type.removeprefix("towline.tool."), info.workflow_id or "")
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": ctx.tool_name,
             "gen_ai.tool.call.id": ctx.tool_call_id, "gen_ai.tool.type": "function",

@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
-from towline.payloads import PAYLOAD_LIMIT, payload_size
+from towline.payloads import payload_limit, payload_size
 from towline.tools import Tool, ToolResult
 
 from .guard import require_agent_run
@@ -36,7 +36,8 @@ async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
     """Call the tool's function with validated arguments (sync tools in a thread)."""
     parsed = tool.args_model.model_validate(inp.args)
     kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
-    args: list[Any] = [inp.ctx] if tool.takes_ctx else []
+    args: list[Any] = [inp.context(tool.name, activity.info().workflow_id or "")] \
+        if tool.takes_ctx else []
     if inspect.iscoroutinefunction(tool.function):
         result = await tool.function(*args, **kwargs)
     else:  # a sync tool must not block the worker's event loop
@@ -93,9 +94,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def _fit(result: ToolActivityResult) -> ToolActivityResult:
-    """Replace content too large for one payload (the tool did run: report, don't fail)."""
+    """Replace content too large for one payload (the tool did run: report, don't fail).
+
+    With a payload store the limit is the store's: a large result is stored, not omitted.
+    """
     size = payload_size(activity.payload_converter(), result)
-    if size <= PAYLOAD_LIMIT:
+    limit = payload_limit(activity.info().task_queue)
+    if size <= limit:
         return result
-    note = f"[tool result of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte payload limit; omitted]"
+    note = f"[tool result of {size} bytes exceeds the {limit}-byte payload limit; omitted]"
     return result.model_copy(update={"content": note})

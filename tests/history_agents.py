@@ -260,6 +260,30 @@ ticking_agent = Agent(
 )
 
 
+# --- a payload store (issue 10) --------------------------------------------------------------------
+
+
+@tool
+def bulky(n: int) -> str:
+    """Returns a 3 kB record (over the recording store's 2 KiB threshold: stored)."""
+    return f"record {n}: " + "0123456789" * 300
+
+
+def bulky_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if info.run_step <= 2:
+        return _calls(("bulky", {"n": info.run_step}))
+    return f"read {len(_returns(messages))} records"
+
+
+storing_agent = Agent(
+    name="history-stored",
+    model=FunctionModel(bulky_script, model_name="history-bulky-model"),
+    tools=[bulky],
+)
+"""Recorded with a file payload store (`tests/histories/payloads/`, 2 KiB threshold): its
+tool results, continue-as-new inputs and result are stored, the history holds references."""
+
+
 @tool
 def transfer(amount: int) -> str:
     """Move money (a human approves each transfer)."""
@@ -539,6 +563,7 @@ HISTORY_AGENTS = [
     mcp_agent,
     streaming_agent,
     subagent_agent, todo_agent, hook_models_agent, wrap_agent, timeouts_agent,
+    storing_agent,
 ]
 """Every agent a committed history names."""
 
@@ -550,6 +575,8 @@ class Recording:
     workflow_id: str
     input: RunInput
     interact: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]] | None = None
+    stored: bool = False
+    """Recorded with the payload store of `tests/histories/payloads/` (replayed with it too)."""
 
 
 RECORDINGS = [
@@ -579,6 +606,17 @@ RECORDINGS = [
         "history-timeouts",
         RunInput(agent="history-timeouts", prompt="pay", session=True,
                  session_timeout=timedelta(seconds=2)),
+    ),
+    # Recorded by the code of issue 10: model requests by key, facts carried across
+    # continue-as-new (the `towline-carried-facts` patch), payloads in a store.
+    Recording(
+        "history-carried",
+        RunInput(agent="history-continue-as-new", prompt="tick", continue_as_new_after_events=25),
+    ),
+    Recording(
+        "history-stored",
+        RunInput(agent="history-stored", prompt="read", continue_as_new_after_events=20),
+        stored=True,
     ),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

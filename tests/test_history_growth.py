@@ -2,19 +2,23 @@
 
 Without references every model activity would carry the whole conversation, so
 the history of an n-step run would grow with n². These tests read real
-histories back from the server.
+histories back from the server (`tests/test_request_chain.py` has the rest).
 """
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
-from towline.activities import model_request
+from towline.activities import request_cache
 from towline.client import run
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
+from towline.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
 RECORD = "r" * 300
@@ -58,12 +62,17 @@ async def test_history_bytes_grow_linearly_with_steps(client: Client) -> None:
 async def test_cache_miss_fetches_messages_from_the_workflow(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model_request, "CACHE_SIZE", 0)  # every request misses the cache
+    monkeypatch.setattr(request_cache, "NODES", 0)  # the worker keeps nothing: every request
+    monkeypatch.setattr(request_cache, "LISTS", 0)  # fetches its messages from the workflow
     seen.clear()
     agent = Agent(name="growth-miss", model=_script(3), tools=[fetch], instructions="Be exact.")
-    async with towline_worker(client, [agent]) as (tclient, queue):
+    plugin = TowlinePlugin([agent])
+    queue = f"tq-miss-{uuid4().hex[:8]}"
+    tclient = Client(**{**client.config(), "plugins": [plugin]})
+    async with Worker(tclient, task_queue=queue):
         result = await run(tclient, agent, "go", task_queue=queue)
     assert result.output == "done"
+    assert plugin.model_activities.requests.queries == 2  # the first request is all inline
     # The model still received the full conversation at every step.
     assert [len(m) for m in seen] == [2, 4, 6]
     assert seen[-1][1:] == result.messages[:5]

@@ -38,7 +38,9 @@ FILES = sorted(HISTORIES.glob("*.json"))
 
 
 def _replayer() -> Replayer:
-    return Replayer(workflows=[AgentRun], plugins=[TowlinePlugin(agents=HISTORY_AGENTS)])
+    # With the store the stored recordings used: replay reads their payloads from it.
+    return Replayer(workflows=[AgentRun], plugins=[
+        TowlinePlugin(agents=HISTORY_AGENTS, payload_store=f"file://{HISTORIES / 'payloads'}")])
 
 
 def _load(path: Path) -> WorkflowHistory:

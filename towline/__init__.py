@@ -52,6 +52,7 @@ from towline.messages import (
     UserPart,
 )
 from towline.options import Limits, ModelSettings
+from towline.payload_store import FileStorageDriver, PayloadStore
 from towline.plugin import TowlinePlugin
 from towline.results import Counters, PartialRun, RunInput, RunResult
 from towline.tools import Tool, ToolCall, ToolContext, ToolDefinition, ToolResult, ToolReturn, tool
@@ -119,4 +120,7 @@ __all__ = [
     "KeyProvider",
     # live events (`towline.client.events`, `towline watch`)
     "RunEvent",
+    # large payloads
+    "PayloadStore",
+    "FileStorageDriver",
 ]

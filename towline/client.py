@@ -31,6 +31,7 @@ from towline.events import EVENTS_TOPIC, RunEvent
 from towline.messages import Message
 from towline.models import Model
 from towline.options import Limits
+from towline.payload_store import PayloadStore
 from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
 
@@ -60,15 +61,18 @@ async def connect(
     models: dict[str, Model] | None = None,
     encryption: EncryptionCodec | None = None,
     plugins: Sequence[Plugin] = (),
+    payload_store: PayloadStore | str | None = None,
 ) -> Client:
     """Connect with towline's plugin (data converter; agents for workers built from it).
 
-    `encryption` encrypts payloads (`towline.codec`); `plugins` go before towline's
+    `encryption` encrypts payloads (`towline.codec`); `payload_store` keeps large
+    payloads out of the history (`towline.payload_store`); `plugins` go before towline's
     (e.g. `towline.observability.tracing_plugin()`).
     """
     return await Client.connect(
         **connect_config(address, namespace),
-        plugins=[*plugins, TowlinePlugin(agents, models, encryption=encryption)],
+        plugins=[*plugins, TowlinePlugin(agents, models, encryption=encryption,
+                                         payload_store=payload_store)],
     )
 
 
@@ -82,24 +86,26 @@ def with_towline(
     plugins: Sequence[Plugin] = (),
     deployment: WorkerDeploymentVersion | None = None,
     accept_versions: Sequence[str] = (),
+    payload_store: PayloadStore | str | None = None,
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
     A `TowlinePlugin` the client already carries is replaced, not joined: two would
     register every activity twice and the worker would refuse to start. Its
-    encryption is kept unless `encryption` is given; `plugins` are added before it.
-    `deployment` and `accept_versions` are `TowlinePlugin`'s, for workers built from it.
+    encryption and payload store are kept unless others are given; `plugins` are added
+    before it. `deployment` and `accept_versions` are `TowlinePlugin`'s, for workers built from it.
     """
     config = client.config()
     existing = list(config.get("plugins", []))
     for p in existing:
-        if isinstance(p, TowlinePlugin) and encryption is None:
-            encryption = p.encryption
+        if isinstance(p, TowlinePlugin):
+            encryption = encryption if encryption is not None else p.encryption
+            payload_store = payload_store if payload_store is not None else p.payload_store
     others = [p for p in existing if not isinstance(p, TowlinePlugin)]
     config["plugins"] = [*others, *plugins,
                          TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models,
                                        encryption=encryption, deployment=deployment,
-                                       accept_versions=accept_versions)]
+                                       accept_versions=accept_versions, payload_store=payload_store)]
     return Client(**config)
 
 

@@ -18,43 +18,105 @@ as an activity's exception, keep theirs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import gc
+import threading
+from collections.abc import Generator, Sequence
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
-from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
+    CompositePayloadConverter,
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
     PayloadConverter,
 )
 
 from towline.errors import RunFailure
+from towline.messages import COMPACT
 
 __all__ = [
     "TowlinePayloadConverter",
     "TowlineFailureConverter",
     "TowlineEncodedFailureConverter",
     "failure_converter_for",
+    "paused_gc",
+    "BULK",
 ]
 
 
+BULK = 512 * 1024
+"""Payload bytes from which decoding pauses the garbage collector (`paused_gc`)."""
+_gc_lock = threading.Lock()
+_gc_pauses = [0, False]  # active pauses, and whether the collector was enabled before the first
+
+
+@contextlib.contextmanager
+def paused_gc() -> Generator[None]:
+    """Pause Python's cyclic garbage collector while a large value is built.
+
+    Building a long conversation (a continued run's carried messages: 20,000 messages
+    are some 100,000 objects) triggers full collections that scan every object the
+    worker holds, over and over: with the collector on, validating them took 5x
+    as long, enough to trip the workflow deadlock detector on a loaded worker.
+    Reference counting still frees everything as usual. Pauses nest and may overlap
+    across threads; the collector is re-enabled when the last one ends, if it was on.
+    """
+    with _gc_lock:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
+
+
+class _CompactJSON(PydanticJSONPlainPayloadConverter):
+    """pydantic JSON, messages without their default fields (`towline.messages.COMPACT`)."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": self.encoding.encode()},
+                       data=to_json(value, context={COMPACT: True}))
+
+
 class TowlinePayloadConverter(PydanticPayloadConverter):
-    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`."""
+    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`.
+
+    Messages are written without fields at their default (`towline.messages.COMPACT`):
+    a history repeats them at every step, and every reader's defaults restore them.
+    """
+
+    def __init__(self) -> None:
+        compact = _CompactJSON()
+        CompositePayloadConverter.__init__(self, *(
+            compact if isinstance(c, JSONPlainPayloadConverter) else c
+            for c in DefaultPayloadConverter.default_encoding_payload_converters
+        ))
 
     def from_payloads(
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
     ) -> list[Any]:
-        if type_hints is not None:
-            return super().from_payloads(payloads, type_hints)
-        values: list[Any] = []
-        for payload in payloads:
-            try:
-                values.extend(super().from_payloads([payload], None))
-            except Exception:  # noqa: BLE001 - the caller validates, and names the problem
-                values.append(RawValue(payload))
-        return values
+        bulk = sum(p.ByteSize() for p in payloads) >= BULK
+        with paused_gc() if bulk else contextlib.nullcontext():
+            if type_hints is not None:
+                return super().from_payloads(payloads, type_hints)
+            values: list[Any] = []
+            for payload in payloads:
+                try:
+                    values.extend(super().from_payloads([payload], None))
+                except Exception:  # noqa: BLE001 - the caller validates, and names the problem
+                    values.append(RawValue(payload))
+            return values
 
 
 class TowlineFailureConverter(DefaultFailureConverter):

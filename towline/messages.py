@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 __all__ = [
     "Usage",
@@ -32,7 +40,27 @@ __all__ = [
     "FinishReason",
     "RemoveAll",
     "Remove",
+    "COMPACT",
 ]
+
+COMPACT = "towline_compact"
+"""Serialization context key (`{COMPACT: True}`): leave fields at their default out of the
+JSON. towline's payload converter sets it, so histories do not repeat what a reader's
+defaults restore; `model_dump` and `model_dump_json` without it write every field."""
+
+
+def _compacting(info: SerializationInfo) -> bool:
+    context: Any = info.context
+    return isinstance(context, dict) and context.get(COMPACT) is True  # pyright: ignore[reportUnknownMemberType]
+
+
+def _drop(data: Any, defaults: dict[str, Any]) -> Any:
+    """`data` without the keys whose value is their default (a dict, or left as it is)."""
+    if isinstance(data, dict):
+        for key, default in defaults.items():
+            if key in data and data[key] == default:
+                del data[key]
+    return data  # pyright: ignore[reportUnknownVariableType]
 
 
 class _Frozen(BaseModel):
@@ -64,6 +92,13 @@ class Usage(_Frozen):
     """US dollars spent on the requests whose price is known."""
     unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     """Requests whose price is not known (their cost is not in `cost`)."""
+
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"requests": 0, "input_tokens": 0, "output_tokens": 0})
+        return data
 
     @property
     def total_tokens(self) -> int:
@@ -129,6 +164,13 @@ class ToolCallPart(_Frozen):
     """The argument text exactly as the model sent it, kept only when it is not a JSON
     object (`args` is then empty): such a call is answered `validation_error`, never run."""
 
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"kind": "function", "metadata": {}})
+        return data
+
 
 class ToolReturnPart(_Frozen):
     """The one return record of a tool call, with its status."""
@@ -139,6 +181,13 @@ class ToolReturnPart(_Frozen):
     content: Any = None
     status: ToolReturnStatus = "succeeded"
 
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"status": "succeeded"})
+        return data
+
 
 class RetryPart(_Frozen):
     """Asks the model to try again (bad output, or a tool's `ModelRetry`)."""
@@ -147,6 +196,13 @@ class RetryPart(_Frozen):
     content: str
     tool_name: str | None = None
     tool_call_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"tool_name": None, "tool_call_id": None})
+        return data
 
 
 RequestPart = Annotated[
@@ -180,6 +236,13 @@ class ModelResponse(_Frozen):
     usage: Usage = Field(default_factory=Usage)
     model_name: str | None = None
     finish_reason: FinishReason | None = None
+
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"model_name": None, "finish_reason": None})
+        return data
 
     @property
     def text(self) -> str:

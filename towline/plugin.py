@@ -15,8 +15,11 @@ the build it started on, while new runs go to the deployment's current version.
 
 `encryption=` adds an `EncryptionCodec` (see `towline.codec`): every payload
 (inputs, model and tool I/O, memo, results, failure messages and details) is
-encrypted before it reaches the server. Workers also get `ActivityTelemetry`,
-towline's GenAI spans and metrics around model and tool activities.
+encrypted before it reaches the server. `payload_store=` adds Temporal's external
+storage (see `towline.payload_store`): payloads over a threshold go to a blob
+store (after encryption) and the history holds a reference. Workers also get
+`ActivityTelemetry`, towline's GenAI spans and metrics around model and tool
+activities.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ from towline.errors import ConfigurationError, RunFailure
 from towline.mcp import MCPServer
 from towline.model_access import ModelAccess
 from towline.models import Model
+from towline.payload_store import PayloadStore
+from towline.payload_store import payload_store as payload_store_of
+from towline.payloads import register_payload_limit
 from towline.registration import register_search_attributes
 from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
@@ -72,12 +78,17 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
-def _converter(existing: DataConverter | None, encryption: EncryptionCodec | None = None) -> DataConverter:
+def _converter(
+    existing: DataConverter | None, encryption: EncryptionCodec | None = None,
+    store: PayloadStore | None = None,
+) -> DataConverter:
     """towline's payload and failure converters, keeping any codec configured.
 
     With `encryption`, that codec encodes payloads (replacing an earlier
     `EncryptionCodec`, after any other codec) and failure messages travel encoded
     too (Temporal's encoded failure attributes), since they may quote content.
+    With `store`, its external storage (replacing any configured; the codec applies
+    before a payload is stored).
     """
     base = existing or DataConverter()
     codec = base.payload_codec
@@ -90,11 +101,13 @@ def _converter(existing: DataConverter | None, encryption: EncryptionCodec | Non
         if failure_class in (DefaultFailureConverter, TowlineFailureConverter):
             failure_class = TowlineEncodedFailureConverter
     failures = failure_converter_for(failure_class)
+    storage = store.external_storage() if store is not None else base.external_storage
     if (base.payload_converter_class is TowlinePayloadConverter and codec is base.payload_codec
-            and base.failure_converter_class is failures):
+            and base.failure_converter_class is failures and storage is base.external_storage):
         return base
     return dataclasses.replace(base, payload_converter_class=TowlinePayloadConverter,
-                               payload_codec=codec, failure_converter_class=failures)
+                               payload_codec=codec, failure_converter_class=failures,
+                               external_storage=storage)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +142,7 @@ class TowlinePlugin(SimplePlugin):
         encryption: EncryptionCodec | KeyProvider | None = None,
         deployment: WorkerDeploymentVersion | None = None,
         accept_versions: Sequence[str] = (),
+        payload_store: PayloadStore | str | None = None,
     ) -> None:
         """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
         of further models a run's input may switch an agent to (`RunInput.model`; the
@@ -136,7 +150,8 @@ class TowlinePlugin(SimplePlugin):
         `EncryptionCodec`, or the `KeyProvider` to build one from. `deployment`: run
         workers as this version of a Worker Deployment, `AgentRun` pinned.
         `accept_versions`: earlier agent versions (`towline.fingerprint`) this worker may
-        replay, once `towline replay` showed them compatible."""
+        replay, once `towline replay` showed them compatible. `payload_store`: a
+        `PayloadStore` or its URL (`file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`)."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
         for name, value in (("allowed_models", allowed_models), ("accept_versions", accept_versions)):
@@ -157,8 +172,12 @@ class TowlinePlugin(SimplePlugin):
         """The codec encrypting this client's or worker's payloads, if any."""
         self.mcp = MCPActivities(self._mcp_registry())
         self._running_workers = 0
+        self.payload_store: PayloadStore | None = payload_store_of(payload_store)
+        """Where this client's or worker's large payloads go, if anywhere."""
+        self.model_activities = ModelActivities(self.models)
+        """The model activity's owner on workers built with this plugin (its request cache)."""
         activities: list[Callable[..., Any]] = [
-            ModelActivities(self.models).model_request,
+            self.model_activities.model_request,
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
             *self.mcp.definitions(),
@@ -166,7 +185,8 @@ class TowlinePlugin(SimplePlugin):
         ]
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
-            data_converter=lambda existing: _converter(existing, self.encryption),
+            data_converter=lambda existing: _converter(existing, self.encryption,
+                                                       self.payload_store),
             workflows=_with_agent_run,
             activities=activities,
             interceptors=[ActivityTelemetry(self.models), AgentsInterceptor(self.registry)],
@@ -234,7 +254,8 @@ class TowlinePlugin(SimplePlugin):
         return list(found.values())
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Also run the worker as a pinned Worker Deployment version, when asked."""
+        """Also run the worker as a pinned Worker Deployment version, when asked, and
+        record its payload limit (a worker with a payload store stores large payloads)."""
         given = config.get("deployment_config")  # pyright: ignore[reportUnknownMemberType]
         if self.deployment is not None:
             config["deployment_config"] = WorkerDeploymentConfig(
@@ -246,10 +267,13 @@ class TowlinePlugin(SimplePlugin):
             # a versioned worker configured by hand: AgentRun is pinned there too
             config["deployment_config"] = dataclasses.replace(
                 given, default_versioning_behavior=VersioningBehavior.PINNED)
+        queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
+        if self.payload_store is not None and queue:
+            register_payload_limit(self.payload_store.max_payload_size, queue)
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None and (
-            converter := _converter(client.data_converter, self.encryption)
+            converter := _converter(client.data_converter, self.encryption, self.payload_store)
         ) is not client.data_converter:
             # A worker given the plugin directly, over a client without it: its payloads
             # still need the pydantic converter (and the codec), on the same connection.

@@ -15,8 +15,11 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, Usage, no_messages
 from towline.options import Limits
+from towline.payloads import PAYLOAD_LIMIT
+from towline.request_chain import RequestChain
 
-__all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "LEDGER_SCHEMA_VERSION"]
+__all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
+           "LEDGER_SCHEMA_VERSION"]
 
 LEDGER_SCHEMA_VERSION = 3
 """2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots);
@@ -69,6 +72,22 @@ class Counters(BaseModel):
         return self.cost_micros if self.unpriced_requests == 0 else None
 
 
+class WorkerFacts(BaseModel):
+    """What the worker that started a run found, recorded in the run's history.
+
+    The `towline.search_attributes` local activity answers it when a run starts (its
+    marker makes replay independent of the replaying worker), and continue-as-new
+    carries it, so later executions ask no worker again.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    attributes: list[str] = Field(default_factory=list)
+    """The towline search attributes the namespace has registered: the only ones upserted."""
+    payload_limit: int = Field(default=PAYLOAD_LIMIT, gt=0)
+    """The largest payload the run may write (larger with a payload store)."""
+
+
 class ResumeState(BaseModel):
     """Everything a run carries across continue-as-new, exactly (set by the runtime only)."""
 
@@ -85,6 +104,10 @@ class ResumeState(BaseModel):
     """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
     stream: WorkflowStreamState | None = None
     """The live events' stream state (offsets, recent events) for the next execution."""
+    facts: WorkerFacts | None = None
+    """The run's `WorkerFacts` (absent from executions continued by earlier code)."""
+    chain: RequestChain | None = None
+    """The key of the messages last sent to a model, so the next request names them."""
 
 
 class RunInput(BaseModel):

@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from towline.agent import Agent
 from towline.client import with_towline
 from towline.models import Model
+from towline.payload_store import PayloadStore
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
 
 __all__ = [
@@ -39,16 +40,19 @@ async def towline_worker(
     allowed_models: Sequence[str] = (),
     deployment: WorkerDeploymentVersion | None = None,
     accept_versions: Sequence[str] = (),
+    payload_store: PayloadStore | str | None = None,
     **worker_options: Any,
 ) -> AsyncGenerator[tuple[Client, str]]:
     """Run a worker for `agents` on a fresh task queue; yields (towline client, task queue).
 
     The yielded client shares `client`'s connection but uses towline's data converter.
     `allowed_models` are the patterns of models runs may switch to (`RunInput.model`);
-    `deployment` and `accept_versions` are `TowlinePlugin`'s.
+    `deployment` and `accept_versions` are `TowlinePlugin`'s; `payload_store` keeps large
+    payloads out of the history (`towline.payload_store`).
     """
     towline_client = with_towline(client, agents, models, allowed_models=allowed_models,
-                                  deployment=deployment, accept_versions=accept_versions)
+                                  deployment=deployment, accept_versions=accept_versions,
+                                  payload_store=payload_store)
     queue = task_queue or f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(towline_client, task_queue=queue, **worker_options):
         yield towline_client, queue

@@ -10,6 +10,7 @@ a schema.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -183,8 +184,12 @@ class Tool:
 
     @property
     def json_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments object (derived from the signature)."""
-        return self.args_model.model_json_schema()
+        """The JSON schema of the arguments object (derived from the signature; a copy)."""
+        cached: dict[str, Any] | None = self.__dict__.get("_json_schema")
+        if cached is None:  # computed once: a run offers its tools at every step
+            cached = self.args_model.model_json_schema()
+            object.__setattr__(self, "_json_schema", cached)
+        return copy.deepcopy(cached)
 
     @property
     def activity_name(self) -> str:

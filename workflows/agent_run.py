@@ -42,20 +42,22 @@ from towline.messages import (
     UserPart,
 )
 from towline.registry import WorkerAgents, worker_agents
-from towline.request_refs import REQUEST_QUERY, RequestBook
-from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult
+from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
+from towline.request_refs import REQUEST_QUERY
+from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult, WorkerFacts
 
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .hook_api import ApprovalDecision, HookApi
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run, oversize
+from .run import PAYLOAD_LIMIT, Run, oversize, run_payload_limit
 from .run_input import agent_named_in, decode_run_input
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 from .versions import (
     AGENT_VERSIONS,
     CANCELLED_SESSION,
+    CARRIED_FACTS,
     EARLY_STATUS,
     TRUNCATED_OUTPUT,
     since,
@@ -87,7 +89,33 @@ def _check_fits(value: Any, what: str) -> None:
     """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
     size = oversize(value)
     if size:
-        raise PayloadTooLarge(f"{what} is {size} bytes, over the {PAYLOAD_LIMIT}-byte payload limit")
+        raise PayloadTooLarge(f"{what} is {size} bytes, over the {run_payload_limit()}-byte "
+                              "payload limit")
+
+
+def _facts_of(raw: Any) -> WorkerFacts:
+    """The local activity's answer: `WorkerFacts`, or (earlier versions) the attribute list."""
+    try:
+        if isinstance(raw, list):
+            return WorkerFacts(attributes=[str(n) for n in raw])  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return WorkerFacts.model_validate(raw)
+    except ValidationError:
+        return WorkerFacts()
+
+
+def _carried_facts(args: Sequence[Any]) -> WorkerFacts | None:
+    """The facts an execution continued by this code carries in its input, if any."""
+    if workflow.info().continued_run_id is None or len(args) != 1:
+        return None
+    first: Any = args[0]
+    resume: Any = first.get("resume") if isinstance(first, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    facts: Any = resume.get("facts") if isinstance(resume, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if facts is None:
+        return None
+    try:
+        return WorkerFacts.model_validate(facts)
+    except ValidationError:
+        return None
 
 
 @workflow.defn(name="AgentRun")
@@ -108,6 +136,9 @@ class AgentRun(HookApi):
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
         self.request_book = RequestBook()
+        self.payload_limit = PAYLOAD_LIMIT
+        """The run's payload limit (`WorkerFacts.payload_limit`), read by `run.oversize`."""
+        self._facts = WorkerFacts()
         self._ended = False
 
     @workflow.run
@@ -116,18 +147,21 @@ class AgentRun(HookApi):
         # does not decode must end the run with InvalidRunInput, not fail the workflow
         # task, which Temporal would retry forever with the run stuck.
         if since(EARLY_STATUS):
-            registered = await self._registered_attributes()
+            facts = await self._worker_facts(args)
             try:
                 inp, agent = self._resolve(args)
             except RunFailure as failure:
-                raise await self._end_stream(
-                    self._fail_early(failure, registered, agent_named_in(args))) from None
+                raise await self._end_stream(self._fail_early(
+                    failure, frozenset(facts.attributes), agent_named_in(args))) from None
         else:
             inp, agent = self._resolve(args)
-            registered = await self._registered_attributes()
+            facts = await self._worker_facts(args)
+        self._facts, self.payload_limit = facts, facts.payload_limit
         version = self._agent_version(agent)
         run = self._run = self._start(agent, inp, version)
-        run.registered_attributes = registered
+        run.registered_attributes = frozenset(facts.attributes)
+        if inp.resume is not None:
+            self.request_book.carried = inp.resume.chain
         run.confirm()
         if inp.resume is None:
             telemetry.run_started(agent.name)
@@ -262,15 +296,19 @@ class AgentRun(HookApi):
             run.settings = run.settings.model_copy(update={"stream": inp.stream})
         return run
 
-    async def _registered_attributes(self) -> frozenset[str]:
+    async def _worker_facts(self, args: Sequence[Any]) -> WorkerFacts:
+        """Registered attributes and payload limit: carried from the previous execution,
+        else asked of this worker (recorded by the local activity's marker)."""
+        carried = _carried_facts(args)
+        if carried is not None and since(CARRIED_FACTS):
+            return carried
         try:
-            names: list[str] = await workflow.execute_local_activity(
-                SEARCH_ATTRIBUTES_ACTIVITY, result_type=list[str],
-                start_to_close_timeout=timedelta(seconds=30),
+            raw: Any = await workflow.execute_local_activity(
+                SEARCH_ATTRIBUTES_ACTIVITY, start_to_close_timeout=timedelta(seconds=30),
             )
         except Exception:  # noqa: BLE001 - no registry access: the run goes on without search attributes
-            return frozenset()
-        return frozenset(names)
+            return WorkerFacts()
+        return _facts_of(raw)
 
     def _fail(self, run: Run, failure: RunFailure) -> RunFailure:
         run.close_unpaired(f"not executed: the run failed ({type(failure).__name__})")
@@ -317,7 +355,7 @@ class AgentRun(HookApi):
         structured = bool(outcome.output_tools) and run.agent.output_adapter is not None
         output_calls = [c for c in calls if c.tool_name == OUTPUT_TOOL_NAME and structured]
         function_calls = [c for c in calls if c not in output_calls]
-        if calls and jump != "end" and all(m.id != response.id for m in run.messages):
+        if calls and jump != "end" and not any(m.id == response.id for m in reversed(run.messages)):
             return CONTINUE  # an after_model hook removed the response, and its calls with it
         if jump in ("end", "model") or (jump == "tools" and not function_calls):
             run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
@@ -389,6 +427,7 @@ class AgentRun(HookApi):
             messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
             pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
             mcp_listings=run.mcp_listings,
+            facts=self._facts, chain=self.request_book.last_chain(),
         )
         carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
         _check_fits(carried, "the input that continue-as-new would carry")
@@ -444,13 +483,20 @@ class AgentRun(HookApi):
             "state": run.state,
         }
 
+    @workflow.query(name=REQUEST_INPUT_QUERY)
+    def request_input(self, query: RequestQuery) -> str:
+        """An in-flight model request's messages (after a key the worker holds) and
+        definitions, as JSON: what a model activity's worker lacks (`towline.request_chain`)."""
+        return self.request_book.answer(query).model_dump_json()
+
     @workflow.query(name=REQUEST_QUERY)
     def request_messages(self, key: str) -> str:
-        """The full messages of an in-flight model request, as JSON (for activity cache misses)."""
-        pending = self.request_book.pending.get(key)
+        """The full messages of an in-flight model request, as JSON (the earlier protocol's
+        query, for activities scheduled by earlier code)."""
+        pending = self.request_book.pending.get(int(key)) if key.isdigit() else None
         if pending is None:
             raise ValueError(f"no model request {key!r} is in flight")
-        return MESSAGES.dump_json(pending).decode()
+        return MESSAGES.dump_json(pending.messages).decode()
 
     @workflow.query
     def messages(self) -> list[ModelRequest | ModelResponse]:

@@ -97,7 +97,7 @@ def tool_activity_input(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> A
     if isinstance(tool, MCPTool):
         return MCPCallInput(server=tool.server, tool=tool.remote_name, args=args, ctx=ctx,
                             idempotent=tool.idempotent)
-    return ToolActivityInput(args=args, ctx=ctx)
+    return ToolActivityInput.of(args, ctx)
 
 
 def not_started(error: BaseException) -> bool:

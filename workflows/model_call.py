@@ -27,10 +27,10 @@ from towline.errors import (
 )
 from towline.messages import Message, ModelResponse, Usage
 from towline.options import ModelSettings
-from towline.request_refs import RequestBook
+from towline.request_chain import RequestBook, RequestDefinitions
 from towline.tools import ToolDefinition
 
-from .run import PAYLOAD_LIMIT, oversize
+from .run import oversize, run_payload_limit
 
 __all__ = ["call_model", "DEFAULT_HEARTBEAT_TIMEOUT"]
 
@@ -62,23 +62,32 @@ async def call_model(
     The activity heartbeats while it waits for the provider, so a worker that dies
     mid-request is noticed after `heartbeat_timeout` and the request retried elsewhere.
 
-    Inside an `AgentRun`, the messages travel by reference (`request_refs`), so
-    the history holds each message once however many requests include it.
+    Inside an `AgentRun`, the request travels by reference (`towline.request_chain`):
+    its input names the messages a worker already holds with one key, so its size
+    does not grow with the conversation.
     """
-    inp = ModelActivityInput(
-        model=model, messages=messages, tools=tools or [], output_tools=output_tools or [],
-        settings=settings or ModelSettings(), run_step=run_step, agent=agent,
-    )
-    size = oversize(inp)
-    if size:
-        raise runtime_failure(
-            PayloadTooLarge(f"model request of {size} bytes exceeds the {PAYLOAD_LIMIT}-byte limit")
-        )
+    definitions = RequestDefinitions(tools=tools or [], output_tools=output_tools or [],
+                                     settings=settings or ModelSettings())
+    inp = ModelActivityInput(model=model, run_step=run_step, agent=agent)
     book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
-    key: str | None = None
+    n: int | None = None
     if isinstance(book, RequestBook):
-        key, refs, new = book.open(messages)
-        inp = inp.model_copy(update={"messages": new, "message_refs": refs, "request_key": key})
+        # Refused like an inline request would be: a worker that misses the messages
+        # fetches them all in one query answer, and a provider receives them all.
+        chain, inline = book.open(messages, definitions)
+        n = chain.n
+        inp = inp.model_copy(update={"chain": chain})
+        size = max(inline + oversize(definitions, 0), oversize(inp, 0))
+        size = size if size > run_payload_limit() else 0
+    else:
+        inp = inp.model_copy(update={"messages": messages, **dict(definitions)})
+        size = oversize(inp)
+    if size:
+        if isinstance(book, RequestBook) and n is not None:
+            book.close(n)
+        raise runtime_failure(
+            PayloadTooLarge(f"model request of {size} bytes exceeds the {run_payload_limit()}-byte limit")
+        )
     try:
         # Decoded as plain JSON and validated here: a response that does not decode
         # (say, a provider adapter's tool call whose args are a list) would otherwise
@@ -90,6 +99,10 @@ async def call_model(
             retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
             summary=summary or f"{model} · step {run_step}",
         )
+        response = _validated(model, raw)
+        if isinstance(book, RequestBook) and n is not None and response.id:
+            book.answered(n, response)  # its worker keeps it: the next request names it by key
+        return response
     except ActivityError as e:
         cause = e.cause or e
         if isinstance(cause, CancelledError):
@@ -103,8 +116,11 @@ async def call_model(
             raise runtime_failure(ContextLengthExceeded(f"model {model!r} failed: {cause}")) from e
         raise runtime_failure(ModelRequestFailed(f"model {model!r} failed: {cause}")) from e
     finally:
-        if isinstance(book, RequestBook) and key is not None:
-            book.close(key)
+        if isinstance(book, RequestBook) and n is not None:
+            book.close(n)
+
+
+def _validated(model: str, raw: Any) -> ModelResponse:
     try:
         return ModelResponse.model_validate(raw)
     except ValidationError as e:

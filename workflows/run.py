@@ -25,13 +25,20 @@ from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 from towline.tools import Tool
 
-__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "oversize"]
+__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "oversize", "run_payload_limit"]
 
 
-def oversize(value: Any) -> int:
-    """Bytes `value` would take as a payload of this workflow if over `PAYLOAD_LIMIT`, else 0."""
+def run_payload_limit() -> int:
+    """The running workflow's payload limit: `PAYLOAD_LIMIT`, or its store's (`WorkerFacts`)."""
+    limit: Any = getattr(workflow.instance(), "payload_limit", PAYLOAD_LIMIT)
+    return limit if isinstance(limit, int) else PAYLOAD_LIMIT
+
+
+def oversize(value: Any, limit: int | None = None) -> int:
+    """Bytes `value` would take as a payload of this workflow if over `limit` (default: the
+    run's), else 0."""
     size = payload_size(workflow.payload_converter(), value)
-    return 0 if size <= PAYLOAD_LIMIT else size
+    return 0 if size <= (run_payload_limit() if limit is None else limit) else size
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class Run:
     settings: ModelSettings = field(default_factory=ModelSettings)
     """The settings the run's own requests start from: the agent's, `stream` as the input says
     (set by `AgentRun` when it starts the run)."""
+    _paired: tuple[list[Message], Counter[str]] | None = field(default=None, repr=False)
+    """A prefix of `messages` without unpaired calls, and the returns its calls left unused."""
 
     def __post_init__(self) -> None:
         if not self.tools:
@@ -196,12 +205,19 @@ class Run:
         (some providers number calls from `call_0` in every response), and that
         later call needs its own return.
         """
-        returned = Counter(
-            p.tool_call_id for m in self.messages if isinstance(m, ModelRequest)
+        # Called at every step: only the messages after the prefix found paired last time
+        # are scanned (a paired prefix stays paired; its unused returns are carried over).
+        start, returned = 0, Counter[str]()
+        if self._paired is not None:
+            prefix, surplus = self._paired
+            if len(prefix) <= len(self.messages) and self.messages[:len(prefix)] == prefix:
+                start, returned = len(prefix), Counter(surplus)
+        returned.update(
+            p.tool_call_id for m in self.messages[start:] if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, ToolReturnPart)
         )
         groups: list[tuple[int, list[ToolReturnPart]]] = []
-        for index, m in enumerate(self.messages):
+        for index, m in enumerate(self.messages[start:], start):
             missing: list[ToolReturnPart] = []
             for c in m.tool_calls if isinstance(m, ModelResponse) else []:
                 if returned[c.tool_call_id] > 0:
@@ -213,6 +229,7 @@ class Run:
                 groups.append((index, missing))
         for index, missing in reversed(groups):  # from the end, so earlier indexes stay valid
             self._insert_returns(index, missing)
+        self._paired = (list(self.messages), +returned)
 
     def record_returns(self, parts: list[ToolReturnPart]) -> None:
         """Record return records right after the response that made their calls.

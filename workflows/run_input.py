@@ -10,6 +10,7 @@ out of range. Resume state is accepted only in an execution Temporal continued.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from pydantic_core import from_json
 from temporalio import workflow
 from temporalio.common import RawValue
 
+from towline.converter import paused_gc
 from towline.errors import InvalidRunInput
 from towline.results import RunInput
 
@@ -84,7 +86,9 @@ def decode_run_input(args: Sequence[Any]) -> RunInput:
         raise InvalidRunInput(f"the input is a JSON {type(raw).__name__}, not an object such "
                               f"as {_EXAMPLE}")
     try:
-        inp = RunInput.model_validate(raw)
+        resumed = isinstance(raw, dict) and "resume" in raw
+        with paused_gc() if resumed else contextlib.nullcontext():  # a long run's messages
+            inp = RunInput.model_validate(raw)
     except ValidationError as e:
         known = list(RunInput.model_fields)
         raise InvalidRunInput(f"the input is not a valid RunInput: {describe_errors(e, known)}") \

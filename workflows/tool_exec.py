@@ -25,7 +25,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from towline import telemetry
-from towline.activities.io import ENTERED_KEY, ToolActivityInput, ToolActivityResult
+from towline.activities.io import ENTERED_KEY, ToolActivityResult
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.errors import (
     Cancelled,
@@ -57,7 +57,7 @@ from .hooks import (
     where_of,
 )
 from .mcp_tools import not_started, tool_activity_input
-from .run import PAYLOAD_LIMIT, Run, oversize
+from .run import Run, oversize, run_payload_limit
 from .versions import TOOL_ENTRY, since
 
 __all__ = ["run_tool_calls"]
@@ -207,10 +207,10 @@ async def _admit_one(
     except ValidationError as e:
         batch.record(i, "validation_error", _errors(e))
         return None
-    size = 0 if tool.in_workflow else oversize(ToolActivityInput(args=hooked.args, ctx=ctx))
+    size = 0 if tool.in_workflow else oversize(tool_activity_input(tool, hooked.args, ctx))
     if size:  # never started, so not counted in `tool_calls`
-        batch.record(i, "not_executed",
-                     f"arguments of {size} bytes exceed the {PAYLOAD_LIMIT}-byte payload limit")
+        batch.record(i, "not_executed", f"arguments of {size} bytes exceed the "
+                     f"{run_payload_limit()}-byte payload limit")
         return None
     return _Call(i, hooked, tool, ctx)
 

@@ -142,7 +142,10 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     output_tool = agent.output_tool()
     if output_tool is not None:  # the run's own limit, which its input may have overridden
         output_tool = output_tool.model_copy(update={"max_retries": run.limits.output_retries})
-    state = ModelRequestState(
+    # Built without validation: every value comes from the runtime's own validated
+    # records, and validating the history again would cost time linear in its length
+    # at every step. Hook results are validated (`hooks._fresh`).
+    state = ModelRequestState.model_construct(
         messages=list(turn.messages), request_messages=list(turn.messages),
         model=run.model, settings=run.settings,  # streaming: `RunInput.stream`
         params=ModelRequestParams(
@@ -163,7 +166,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
 
     authorised = {d.name for d in _offered(run)}
     selected = [d for d in state.params.function_tools if d.name in authorised]
-    request = ModelCallRequest(
+    request = ModelCallRequest.model_construct(
         messages=render_instructions(state.request_messages, state.agent.instructions),
         tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
         output_tools=state.params.output_tools, run_step=step,

@@ -26,6 +26,7 @@ __all__ = [
     "TOOL_ENTRY",
     "AGENT_VERSIONS",
     "version_patch",
+    "CARRIED_FACTS",
 ]
 
 EARLY_STATUS = "towline-early-status"
@@ -60,3 +61,7 @@ worker replaying the run checks against its own agents."""
 def version_patch(version: str) -> str:
     """The `workflow.patched` id that records (and, on replay, checks) an agent version."""
     return f"towline-agent-version-{version}"
+
+CARRIED_FACTS = "towline-carried-facts"
+"""An execution continued as new takes the run's `WorkerFacts` (registered search attributes,
+payload limit) from its input instead of asking the worker again (no local activity)."""

@@ -25,6 +25,7 @@ from towline.agent import Agent
 from towline.client import connect, connect_config
 from towline.codec import KEY_ENV, EncryptionCodec
 from towline.errors import ConfigurationError
+from towline.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
     "CliError",
@@ -52,6 +53,8 @@ __all__ = [
     "add_server",
     "add_task_queue",
     "add_allow_model",
+    "payload_store_of",
+    "embedded_store",
 ]
 
 EXIT_FAILURE = 1
@@ -165,6 +168,19 @@ def encryption(enabled: bool) -> EncryptionCodec | None:
         raise CliError(str(e), EXIT_USAGE) from None
 
 
+def payload_store_of(url: str | None) -> PayloadStore | None:
+    """The `PayloadStore` a URL names (None or "none": no store); `CliError` if malformed."""
+    try:
+        return payload_store(url)
+    except ConfigurationError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+
+
+def embedded_store(state_dir: str | Path) -> str:
+    """The embedded server's payload store: `file://<state dir>/payloads`."""
+    return f"file://{(Path(state_dir) / 'payloads').resolve()}"
+
+
 class Target:
     """Where the CLI connects: address and namespace from envconfig plus overrides."""
 
@@ -174,6 +190,15 @@ class Target:
         self.namespace: str = str(config.get("namespace") or "default")
         self.encryption: EncryptionCodec | None = encryption(encrypt)
         """The codec of `--encrypt`, if given."""
+        self.payload_store: PayloadStore | None = self._store()
+        """`TOWLINE_PAYLOAD_STORE`; else, for a local server, the embedded server's store
+        (`.towline/payloads`) if this folder has one."""
+
+    def _store(self) -> PayloadStore | None:
+        url = os.environ.get(STORE_ENV)
+        if url is None and self.host.lower() in LOCAL_HOSTS and (Path(".towline") / "payloads").is_dir():
+            url = embedded_store(".towline")
+        return payload_store_of(url)
 
     @property
     def host(self) -> str:
@@ -211,7 +236,8 @@ async def connect_client(
     try:
         return await asyncio.wait_for(
             connect(target.address, target.namespace, agents=agents,
-                    encryption=target.encryption, plugins=plugins),
+                    encryption=target.encryption, plugins=plugins,
+                    payload_store=target.payload_store),
             timeout=timeout,
         )
     except ValueError as e:  # the SDK's parse of the address

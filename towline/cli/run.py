@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from contextlib import AsyncExitStack
 from datetime import timedelta
@@ -33,9 +34,11 @@ from towline.cli.common import (
     add_server,
     add_task_queue,
     connect_client,
+    embedded_store,
     is_local,
     load_agent,
     model_string,
+    payload_store_of,
     positive,
     read_prompt,
     resolve_target,
@@ -60,6 +63,7 @@ from towline.client import run_error, start_run, with_towline
 from towline.ledger import format_cost
 from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
 from towline.options import Limits
+from towline.payload_store import STORE_ENV
 from towline.results import RunResult
 
 __all__ = ["run_command", "Progress", "register"]
@@ -259,8 +263,12 @@ async def _connect_or_embed(
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
+    store = target.payload_store if STORE_ENV in os.environ else \
+        payload_store_of(embedded_store(args.state_dir))
+    if store is not None and store.scheme == "file":
+        store.directory.mkdir(parents=True, exist_ok=True)
     client = with_towline(embedded.client, [agent], encryption=target.encryption,
-                          plugins=obs.plugins)
+                          plugins=obs.plugins, payload_store=store)
     return client, embedded.ui_url, embedded
 
 

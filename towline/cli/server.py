@@ -5,8 +5,10 @@ to a SQLite file under a state directory (``.towline/`` by default), so runs sur
 restart of the command; its UI listens on port 8233 unless that port is taken.
 
 Both commands share the worker options of `add_worker_options`: tracing
-(``--otel-endpoint``), Prometheus metrics (``--metrics-port``) and payload
-encryption (``--encrypt``; `towline dev --encrypt` also serves a codec server for its UI).
+(``--otel-endpoint``), Prometheus metrics (``--metrics-port``), payload
+encryption (``--encrypt``; `towline dev --encrypt` also serves a codec server for its UI)
+and the payload store (``--payload-store``; `towline dev` keeps one in
+``<state dir>/payloads`` unless told otherwise).
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ from towline.cli.common import (
     add_server,
     add_task_queue,
     connect_client,
+    embedded_store,
     encryption,
     load_agents,
     one_line,
+    payload_store_of,
     port_free,
     port_number,
     resolve_target,
@@ -52,6 +56,7 @@ from towline.codec_server import CodecServer
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
 from towline.errors import ConfigurationError
 from towline.fingerprint import agent_version
+from towline.payload_store import STORE_ENV, PayloadStore
 from towline.registration import register_search_attributes
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "Observability",
     "add_worker_options",
     "observability",
+    "store_line",
     "tracing",
     "add_tracing_option",
     "dev_command",
@@ -202,6 +208,8 @@ class Observability:
     """The tracer provider, flushed on exit."""
     lines: list[str] = field(default_factory=list[str])
     """What to tell the user."""
+    payload_store: PayloadStore | None = None
+    """The store of ``--payload-store`` (or ``TOWLINE_PAYLOAD_STORE``)."""
 
     def flush(self) -> None:
         """Export the spans still buffered (the CLI leaves with `os._exit`)."""
@@ -209,9 +217,14 @@ class Observability:
             self.tracer.force_flush(10_000)
 
 
-def observability(args: Any) -> Observability:
-    """Set up the worker options; call before any client is created (metrics need that)."""
-    obs = Observability(encryption=encryption(args.encrypt))
+def observability(args: Any, default_store: str | None = None) -> Observability:
+    """Set up the worker options; call before any client is created (metrics need that).
+
+    The payload store is ``--payload-store``, else ``TOWLINE_PAYLOAD_STORE``, else
+    `default_store` (`towline dev`'s `<state dir>/payloads`).
+    """
+    store_url = args.payload_store or os.environ.get(STORE_ENV) or default_store
+    obs = Observability(encryption=encryption(args.encrypt), payload_store=payload_store_of(store_url))
     if args.metrics_port is not None:
         if not port_free(args.metrics_port, args.metrics_host):
             raise CliError(f"the metrics port {args.metrics_port} is in use")
@@ -223,7 +236,16 @@ def observability(args: Any) -> Observability:
     tracing(args.otel_endpoint, obs)
     if obs.encryption is not None:
         obs.lines.append(f"payloads encrypted with key id {obs.encryption.key_id}")
+    store = obs.payload_store
+    if store is not None and store.scheme == "file":
+        store.directory.mkdir(parents=True, exist_ok=True)  # clients find it (`Target`)
     return obs
+
+
+def store_line(store: PayloadStore) -> str:
+    """How a command tells where large payloads go."""
+    return (f"{store.url}  (payloads of {store.threshold // 1024} KiB and more; the history "
+            "holds a reference)")
 
 
 def tracing(endpoint: str | None, obs: Observability) -> Observability:
@@ -260,7 +282,8 @@ async def _serve(
     obs = obs or Observability()
     worker = Worker(with_towline(client, agents, allowed_models=allowed_models,
                                  encryption=obs.encryption, plugins=obs.plugins,
-                                 deployment=deployment, accept_versions=accept_versions),
+                                 deployment=deployment, accept_versions=accept_versions,
+                                 payload_store=obs.payload_store),
                     task_queue=task_queue, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     try:
         async with worker:
@@ -277,7 +300,7 @@ async def dev_command(args: Any) -> int:
     port = choose_port(args.port, DEFAULT_PORT, "Temporal server", notes)
     ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
     state_dir = Path(args.state_dir)
-    obs = observability(args)
+    obs = observability(args, embedded_store(state_dir))
     codec: CodecServer | None = None
     if obs.encryption is not None:  # the UI decodes encrypted payloads through it
         codec_port = choose_port(args.codec_port, DEFAULT_CODEC_PORT, "codec server", notes)
@@ -300,6 +323,8 @@ async def dev_command(args: Any) -> int:
             say(f"Codec server     {codec.url}  (the UI decodes encrypted payloads through it)")
         for line in obs.lines:
             say(f"Observability    {line}")
+        if obs.payload_store is not None:
+            say(f"Payload store    {store_line(obs.payload_store)}")
         say(f"State            {embedded.db_path}  (runs survive a restart)")
         if agents:
             names = ", ".join(a.name for a in agents)
@@ -340,6 +365,9 @@ async def worker_command(args: Any) -> int:
     if deployment is not None:
         say(f"towline worker: Worker Deployment {deployment.deployment_name!r}, build "
             f"{deployment.build_id!r} (AgentRun pinned: runs finish on the build they started on)")
+    store = obs.payload_store or target.payload_store
+    if store is not None:
+        say(f"towline worker: payload store {store_line(store)}")
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
         f"task queue {args.task_queue!r}, agents: {versions}. Ctrl-C stops.")
     try:
@@ -388,7 +416,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
 
 
 def add_worker_options(parser: argparse.ArgumentParser, *, dev: bool = False) -> None:
-    """Tracing, metrics and encryption options shared by `towline dev` and `towline worker`."""
+    """Tracing, metrics, encryption and payload-store options of `towline dev` and `towline worker`."""
     group = parser.add_argument_group("running in production")
     add_tracing_option(group)
     group.add_argument("--metrics-port", type=port_number, metavar="PORT",
@@ -396,6 +424,11 @@ def add_worker_options(parser: argparse.ArgumentParser, *, dev: bool = False) ->
     group.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                        help="interface of the metrics endpoint (default: 127.0.0.1; 0.0.0.0 in "
                        "a container)")
+    where = "<state dir>/payloads; 'none' for no store" if dev else "none"
+    group.add_argument("--payload-store", metavar="URL",
+                       help="keep payloads of 64 KiB and more in this store, not in the history: "
+                       "file://DIR, s3://BUCKET/PREFIX (towline[s3]) or gs://BUCKET/PREFIX "
+                       f"(towline[gcs]) (default: {STORE_ENV}, else {where})")
     if dev:
         add_encrypt(group)
         group.add_argument("--codec-port", type=port_number, metavar="PORT",

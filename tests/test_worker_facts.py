@@ -1,0 +1,87 @@
+"""What a run's worker found (registered search attributes, payload limit), recorded once.
+
+A run records it as the marker of the `towline.search_attributes` local activity,
+so a replaying worker decides the same; an execution continued as new takes it
+from its input (no local activity, the `towline-carried-facts` patch).
+"""
+
+from __future__ import annotations
+
+import json
+from uuid import uuid4
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from towline import Agent, tool
+from towline.client import run
+from towline.messages import Message, ModelResponse, ToolCallPart
+from towline.models import FunctionModel, ModelInfo, TestModel
+from towline.payloads import PAYLOAD_LIMIT
+from towline.registration import registered_search_attributes
+from towline.results import RunInput, RunResult
+from towline.search_attributes import ALL_KEYS
+from towline.testing import history_events, towline_worker
+
+agent = Agent(name="attribute-cache", model=TestModel())
+
+
+def _markers(events: list[HistoryEvent], name: str) -> list[HistoryEvent]:
+    return [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == name]
+
+
+def _upserted(events: list[HistoryEvent]) -> set[str]:
+    return {name for e in events
+            if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+            for name in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields}
+
+
+async def test_a_run_records_what_its_worker_found(client: Client) -> None:
+    """The local activity's marker holds the registered attributes and the payload limit."""
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        result = await run(tclient, agent, "go", task_queue=queue)
+        events = await history_events(tclient.get_workflow_handle(result.run_id))
+    [marker] = _markers(events, "core_local_activity")
+    facts = json.loads(marker.marker_recorded_event_attributes.details["result"].payloads[0].data)
+    registered = await registered_search_attributes(client)
+    assert set(facts["attributes"]) == registered <= {k.name for k in ALL_KEYS}
+    assert facts["payload_limit"] == PAYLOAD_LIMIT  # no payload store on this worker
+    assert _upserted(events) - {"TemporalChangeVersion"} == registered
+
+
+@tool
+def tick() -> str:
+    """Tick."""
+    return "tock"
+
+
+def ticking(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if info.run_step <= 6:
+        return ModelResponse(parts=[ToolCallPart(tool_name="tick")])
+    return "done"
+
+
+async def test_a_continued_execution_carries_the_answer(client: Client) -> None:
+    ticker = Agent(name="attribute-cache-ticker", model=FunctionModel(ticking, model_name="ticker"),
+                   tools=[tick])
+    async with towline_worker(client, [ticker]) as (tclient, queue):
+        handle = await tclient.start_workflow(
+            "AgentRun", RunInput(agent=ticker.name, prompt="go", continue_as_new_after_events=25),
+            id=f"attribute-cache-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
+        result = await handle.result()
+        chain: list[list[HistoryEvent]] = []
+        run_id: str | None = handle.first_execution_run_id
+        while run_id:
+            events = await history_events(tclient.get_workflow_handle(handle.id, run_id=run_id))
+            chain.append(events)
+            run_id = events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id or None
+    assert result.output == "done" and len(chain) >= 3
+    assert len(_markers(chain[0], "core_local_activity")) == 1
+    for events in chain[1:]:
+        assert _markers(events, "core_local_activity") == []  # no local activity: carried
+        patches = [json.loads(p.data) for e in _markers(events, "core_patch")
+                   for p in e.marker_recorded_event_attributes.details["patch-data"].payloads]
+        assert {"id": "towline-carried-facts", "deprecated": False} in patches
+        assert "TowlineRunStep" in _upserted(events)  # still upserted, from the carried answer
