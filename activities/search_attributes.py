@@ -25,7 +25,7 @@ from typing import Any
 from temporalio import activity
 
 from towline.payloads import payload_limit
-from towline.registration import register_search_attributes, registered_search_attributes
+from towline.registration import registered_search_attributes
 from towline.results import WorkerFacts
 
 __all__ = ["SEARCH_ATTRIBUTES_ACTIVITY", "search_attributes"]
@@ -35,14 +35,13 @@ SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
 
 @activity.defn(name=SEARCH_ATTRIBUTES_ACTIVITY)
 async def search_attributes() -> dict[str, Any]:
-    """`WorkerFacts`: the registered towline attributes (registering missing ones where
-    allowed) and the payload limit. (Earlier versions answered the attribute list alone.)"""
-    client = activity.client()
+    """`WorkerFacts`: the registered towline attributes and the payload limit. (Earlier
+    versions answered the attribute list alone.)
+
+    One operator call: the worker registered the attributes when it started
+    (`TowlinePlugin`), so a run only lists them. Registering again here cost two more
+    calls per run, three on SQL visibility, where `TowlineCostMicros` never fits."""
     info = activity.info()
-    try:
-        await register_search_attributes(client, info.namespace)
-    except Exception as e:  # noqa: BLE001 - a namespace may forbid operator calls; listing still works
-        activity.logger.warning("could not register towline search attributes: %s", e)
-    names = await registered_search_attributes(client, info.namespace)
+    names = await registered_search_attributes(activity.client(), info.namespace)
     return WorkerFacts(attributes=sorted(names),
                        payload_limit=payload_limit(info.task_queue)).model_dump(mode="json")

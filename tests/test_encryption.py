@@ -6,6 +6,7 @@ fetched with a plain client (no codec), as the server stores it, and searched by
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import uuid
@@ -143,9 +144,14 @@ async def test_history_at_rest_holds_no_content(target: str, namespace: str, cli
     attributes = desc.raw_description.workflow_execution_info.search_attributes.indexed_fields
     assert attributes["TowlineAgent"].data == f'"{agent.name}"'.encode()
     assert attributes["TowlineStatus"].data == b'"succeeded"'
-    found = [w async for w in client.list_workflows(
-        f'TowlineAgent = "{agent.name}" AND TowlineStatus = "succeeded"')]
-    assert [w.id for w in found] == [result.run_id]
+    query = f'TowlineAgent = "{agent.name}" AND TowlineStatus = "succeeded"'
+    found: list[str] = []
+    for _ in range(100):  # the visibility store lags the run's last upsert
+        found = [w.id async for w in client.list_workflows(query)]
+        if found:
+            break
+        await asyncio.sleep(0.1)
+    assert found == [result.run_id]
     # the ledger memo is encrypted too: readable only with the key
     memo = desc.raw_description.workflow_execution_info.memo.fields[MEMO_KEY]
     assert memo.metadata["encoding"] == ENCODING

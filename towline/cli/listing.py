@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from towline.cli.common import EXIT_USAGE, CliError, one_line
 from towline.cli.runstate import (
     PendingApproval,
     TaskFailure,
+    agent_name,
     attributes,
     cost_micros,
     describe_run,
@@ -217,8 +218,12 @@ async def stuck_runs(client: Client, query: str, limit: int) -> list[StuckRun]:
             failure = await task_failure(client, desc)
         except (CliError, RPCError):
             return None  # closed or gone since it was listed
+        if failure is None:
+            return None
         row = await RunRow.of(desc, client.data_converter.payload_codec)
-        return StuckRun(row, failure) if failure is not None else None
+        if row.agent is None:  # stuck in its first workflow task: no attribute yet, the input
+            row = replace(row, agent=await agent_name(client, desc))
+        return StuckRun(row, failure)
 
     found = [s for s in await _each(live, check) if s is not None]
     return found[:limit]
