@@ -618,5 +618,9 @@ RECORDINGS = [
         RunInput(agent="history-stored", prompt="read", continue_as_new_after_events=20),
         stored=True,
     ),
+    # Recorded once a run decides its agent version before the search-attributes local
+    # activity (the `towline-version-first` patch); the second names no known agent.
+    Recording("history-version-first", RunInput(agent="history-tools", prompt="weather and maths")),
+    Recording("history-version-first-unknown", RunInput(agent="no-such-agent", prompt="hello")),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

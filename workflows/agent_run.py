@@ -60,6 +60,7 @@ from .versions import (
     CARRIED_FACTS,
     EARLY_STATUS,
     TRUNCATED_OUTPUT,
+    VERSION_FIRST,
     since,
     version_patch,
 )
@@ -146,18 +147,30 @@ class AgentRun(HookApi):
         # The input is taken untyped and decoded here (see `towline.converter`): input that
         # does not decode must end the run with InvalidRunInput, not fail the workflow
         # task, which Temporal would retry forever with the run stuck.
-        if since(EARLY_STATUS):
+        if since(EARLY_STATUS) and since(VERSION_FIRST):
+            # Every `workflow.patched` of the run's start is decided before the local
+            # activity: see `VERSION_FIRST`.
+            try:
+                inp, agent = self._resolve(args)
+            except RunFailure as failure:
+                facts = await self._worker_facts(args)
+                raise await self._end_stream(self._fail_early(
+                    failure, frozenset(facts.attributes), agent_named_in(args))) from None
+            version = self._agent_version(agent)
+            facts = await self._worker_facts(args)
+        elif since(EARLY_STATUS):
             facts = await self._worker_facts(args)
             try:
                 inp, agent = self._resolve(args)
             except RunFailure as failure:
                 raise await self._end_stream(self._fail_early(
                     failure, frozenset(facts.attributes), agent_named_in(args))) from None
+            version = self._agent_version(agent)
         else:
             inp, agent = self._resolve(args)
             facts = await self._worker_facts(args)
+            version = self._agent_version(agent)
         self._facts, self.payload_limit = facts, facts.payload_limit
-        version = self._agent_version(agent)
         run = self._run = self._start(agent, inp, version)
         run.registered_attributes = frozenset(facts.attributes)
         if inp.resume is not None:

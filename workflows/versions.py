@@ -27,6 +27,7 @@ __all__ = [
     "AGENT_VERSIONS",
     "version_patch",
     "CARRIED_FACTS",
+    "VERSION_FIRST",
 ]
 
 EARLY_STATUS = "towline-early-status"
@@ -65,3 +66,10 @@ def version_patch(version: str) -> str:
 CARRIED_FACTS = "towline-carried-facts"
 """An execution continued as new takes the run's `WorkerFacts` (registered search attributes,
 payload limit) from its input instead of asking the worker again (no local activity)."""
+
+VERSION_FIRST = "towline-version-first"
+"""The run's agent version (`AGENT_VERSIONS` and `version_patch` markers) is decided before the
+`towline.search_attributes` local activity, not after it. A query that reaches a run during its
+first workflow task can make the SDK send the local activity's marker in that task and the
+commands that follow it in the next; a replay then calls `workflow.patched` where the history
+has no marker yet, and fails with a nondeterminism error (3 of 20 runs queried at once did)."""
