@@ -2,20 +2,24 @@
 
 Which towline attributes exist: the workflow upserts only attributes the
 namespace has registered, so a missing registration degrades the UI's search
-instead of failing workflow tasks forever. And the run's payload limit, larger
-when the worker has a payload store (`towline.payloads.payload_limit`).
+instead of failing workflow tasks forever. The answer comes from the worker's
+`ATTRIBUTE_CACHE` (registered once per worker, asked again after `CACHE_TTL`), so
+a run costs the server no RPC here. And the run's payload limit, larger when the
+worker has a payload store (`towline.payloads.payload_limit`).
 
-Why a local activity, and why it asks the server at every run start: it records
-the answer in the run's history (a marker). Which attributes a run upserts
-decides whether it emits an upsert command at all, and its payload limit whether
-it fails or goes on, so a worker replaying the run must take the same decisions
-as the one that ran it, even if the two disagree. Answering from a per-worker
-cache instead (no RPC) was tried and measured, and refused: a local activity that
-completes at once races a query arriving during the run's first workflow task,
-and the SDK then records a history its own replay rejects (the marker and the
-code after it in different workflow tasks; `tests/test_cap_tool_approval.py`
-failed so). An execution continued as new carries the answer in its input
-instead (`ResumeState.facts`): no local activity there.
+Why a local activity at all, when the answer is at hand: it records the answer
+in the run's history (a marker). Which attributes a run upserts decides whether
+it emits an upsert command at all, and its payload limit whether it fails or
+goes on, so a worker replaying the run must take the same decisions as the one
+that ran it, even if the two disagree (one started before an attribute was
+registered, one lacks the permission to list them, one has no store). The marker
+costs ~460 bytes and no round trip (it is completed inside the run's first
+workflow task); an execution continued as new carries the answer in its input
+instead (`ResumeState.facts`). A query arriving during that first task may make
+the SDK send the marker and the commands after it in different tasks; replay
+copes with that as long as no `workflow.patched` follows the activity in the
+same activation, which is why a run decides its agent version before it
+(`towline.workflows.versions.VERSION_FIRST`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from temporalio import activity
 
 from towline.payloads import payload_limit
-from towline.registration import registered_search_attributes
+from towline.registration import ATTRIBUTE_CACHE
 from towline.results import WorkerFacts
 
 __all__ = ["SEARCH_ATTRIBUTES_ACTIVITY", "search_attributes"]
@@ -35,13 +39,9 @@ SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
 
 @activity.defn(name=SEARCH_ATTRIBUTES_ACTIVITY)
 async def search_attributes() -> dict[str, Any]:
-    """`WorkerFacts`: the registered towline attributes and the payload limit. (Earlier
-    versions answered the attribute list alone.)
-
-    One operator call: the worker registered the attributes when it started
-    (`TowlinePlugin`), so a run only lists them. Registering again here cost two more
-    calls per run, three on SQL visibility, where `TowlineCostMicros` never fits."""
+    """`WorkerFacts`: the registered towline attributes (registering missing ones first, once
+    per worker) and the payload limit. (Earlier versions answered the attribute list alone.)"""
     info = activity.info()
-    names = await registered_search_attributes(activity.client(), info.namespace)
+    names = await ATTRIBUTE_CACHE.get(activity.client(), info.namespace)
     return WorkerFacts(attributes=sorted(names),
                        payload_limit=payload_limit(info.task_queue)).model_dump(mode="json")

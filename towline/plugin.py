@@ -55,7 +55,11 @@ from towline.models import Model
 from towline.payload_store import PayloadStore
 from towline.payload_store import payload_store as payload_store_of
 from towline.payloads import register_payload_limit
-from towline.registration import register_search_attributes
+from towline.registration import (
+    ATTRIBUTE_CACHE,
+    register_search_attributes,
+    registered_search_attributes,
+)
 from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
 from towline.workflows import AgentRun
@@ -285,9 +289,15 @@ class TowlinePlugin(SimplePlugin):
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
     ) -> None:
-        """Register the search attributes (idempotently) before the worker polls."""
+        """Register the search attributes (idempotently) before the worker polls.
+
+        The answer is kept in `ATTRIBUTE_CACHE`, so runs on this worker ask the server
+        nothing more (see `towline.activities.search_attributes`).
+        """
+        client, namespace = worker.client, worker.client.namespace
         try:
-            await register_search_attributes(worker.client, worker.client.namespace)
+            await register_search_attributes(client, namespace)
+            ATTRIBUTE_CACHE.put(client, namespace, await registered_search_attributes(client, namespace))
         except Exception as e:  # noqa: BLE001 - e.g. a namespace that forbids operator calls
             _log.warning("towline search attributes not registered: %s", e)
         self._running_workers += 1

@@ -9,7 +9,9 @@ safe to repeat and to race: keys already present are skipped, and an
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Iterable, Mapping
 
 import temporalio.client
@@ -32,6 +34,9 @@ __all__ = [
     "SearchAttributeTypeConflict",
     "register_search_attributes",
     "registered_search_attributes",
+    "AttributeCache",
+    "ATTRIBUTE_CACHE",
+    "CACHE_TTL",
 ]
 
 _Key = SearchAttributeKey[str] | SearchAttributeKey[int]
@@ -152,3 +157,84 @@ async def registered_search_attributes(
     expected = _expected_types(ALL_KEYS)
     present = await _list_custom(client, ns)
     return frozenset(name for name, kind in expected.items() if present.get(name) == kind)
+
+
+CACHE_TTL = 300.0
+"""Seconds a worker trusts its answer to "which towline attributes are registered"."""
+
+
+class AttributeCache:
+    """A worker process's answer to "which towline attributes are registered", per namespace.
+
+    Every run starts by asking (the `towline.search_attributes` local activity). Asking
+    the server each time cost two operator RPCs per run, most of the server's extra
+    work when many short runs start at once; the answer changes only when an operator
+    registers (or removes) an attribute. So a worker registers once (`TowlinePlugin`
+    does so before it polls, or the first run does) and answers from here, asking the
+    server again after `CACHE_TTL` seconds: an attribute registered later is used by
+    runs started after that. Only names the server listed as registered with the right
+    type are ever returned, so an unregistered attribute is never upserted (one removed
+    by an operator is noticed within the TTL; a run upserting it meanwhile would have
+    failed under the per-run check too, which answered only at the run's start).
+    Concurrent misses share one refresh.
+    """
+
+    def __init__(self, ttl: float = CACHE_TTL) -> None:
+        self.ttl = ttl
+        self._entries: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        self._registered: set[tuple[str, str]] = set()
+        self._pending: dict[tuple[int, str, str], asyncio.Future[frozenset[str]]] = {}
+        self.refreshes = 0
+        """Times the server was asked (for tests and the benchmark)."""
+
+    @staticmethod
+    def _key(client: temporalio.client.Client, namespace: str) -> tuple[str, str]:
+        return (client.service_client.config.target_host, namespace)
+
+    def put(self, client: temporalio.client.Client, namespace: str, names: frozenset[str]) -> None:
+        """Record the registered names (e.g. right after registering them)."""
+        key = self._key(client, namespace)
+        self._registered.add(key)
+        self._entries[key] = (time.monotonic(), names)
+
+    def peek(self, client: temporalio.client.Client, namespace: str) -> frozenset[str] | None:
+        """The cached answer, if any (fresh or not), without asking the server."""
+        entry = self._entries.get(self._key(client, namespace))
+        return entry[1] if entry is not None else None
+
+    def clear(self) -> None:
+        """Forget every answer (tests)."""
+        self._entries.clear()
+        self._registered.clear()
+
+    async def get(self, client: temporalio.client.Client, namespace: str) -> frozenset[str]:
+        """The registered towline attributes, registering them first if this process never did."""
+        key = self._key(client, namespace)
+        entry = self._entries.get(key)
+        if entry is not None and time.monotonic() - entry[0] < self.ttl:
+            return entry[1]
+        flight = (id(asyncio.get_running_loop()), *key)
+        pending = self._pending.get(flight)
+        if pending is None:
+            pending = asyncio.ensure_future(self._refresh(client, namespace, key))
+            self._pending[flight] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(flight, None))
+        return await asyncio.shield(pending)
+
+    async def _refresh(
+        self, client: temporalio.client.Client, namespace: str, key: tuple[str, str]
+    ) -> frozenset[str]:
+        self.refreshes += 1
+        if key not in self._registered:
+            try:
+                await register_search_attributes(client, namespace)
+            except Exception as e:  # noqa: BLE001 - a namespace may forbid operator calls
+                _log.warning("could not register towline search attributes: %s", e)
+            self._registered.add(key)
+        names = await registered_search_attributes(client, namespace)
+        self._entries[key] = (time.monotonic(), names)
+        return names
+
+
+ATTRIBUTE_CACHE = AttributeCache()
+"""The worker process's cache (one per process: workers of one process share it)."""

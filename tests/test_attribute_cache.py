@@ -1,12 +1,15 @@
-"""What a run's worker found (registered search attributes, payload limit), recorded once.
+"""Search attributes are registered once per worker, and runs ask the server nothing.
 
-A run records it as the marker of the `towline.search_attributes` local activity,
-so a replaying worker decides the same; an execution continued as new takes it
-from its input (no local activity, the `towline-carried-facts` patch).
+Every run still records which attributes it may upsert (the local activity's
+marker, so a replaying worker decides the same), but the answer comes from the
+worker's cache: no operator RPC per run. An execution continued as new takes the
+answer from its input. The workflow upserts only attributes the cache lists, and
+the cache lists only what the server reports registered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from uuid import uuid4
 
@@ -18,8 +21,7 @@ from towline import Agent, tool
 from towline.client import run
 from towline.messages import Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, ModelInfo, TestModel
-from towline.payloads import PAYLOAD_LIMIT
-from towline.registration import registered_search_attributes
+from towline.registration import ATTRIBUTE_CACHE, AttributeCache, registered_search_attributes
 from towline.results import RunInput, RunResult
 from towline.search_attributes import ALL_KEYS
 from towline.testing import history_events, towline_worker
@@ -38,17 +40,51 @@ def _upserted(events: list[HistoryEvent]) -> set[str]:
             for name in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields}
 
 
-async def test_a_run_records_what_its_worker_found(client: Client) -> None:
-    """The local activity's marker holds the registered attributes and the payload limit."""
+async def _registered_by_the_worker(client: Client) -> None:
+    """Wait until the worker that is starting has registered and cached the attributes."""
+    while ATTRIBUTE_CACHE.peek(client, client.namespace) is None:
+        await asyncio.sleep(0.05)
+
+
+async def test_runs_use_the_answer_the_worker_registered(client: Client) -> None:
+    ATTRIBUTE_CACHE.clear()
     async with towline_worker(client, [agent]) as (tclient, queue):
-        result = await run(tclient, agent, "go", task_queue=queue)
-        events = await history_events(tclient.get_workflow_handle(result.run_id))
+        await asyncio.wait_for(_registered_by_the_worker(client), 30)
+        before = ATTRIBUTE_CACHE.refreshes  # the worker registered and cached when it started
+        results = await asyncio.gather(*(run(tclient, agent, "go", task_queue=queue) for _ in range(5)))
+        assert ATTRIBUTE_CACHE.refreshes == before  # five runs, no operator RPC
+        events = await history_events(tclient.get_workflow_handle(results[0].run_id))
     [marker] = _markers(events, "core_local_activity")
     facts = json.loads(marker.marker_recorded_event_attributes.details["result"].payloads[0].data)
     registered = await registered_search_attributes(client)
-    assert set(facts["attributes"]) == registered <= {k.name for k in ALL_KEYS}
-    assert facts["payload_limit"] == PAYLOAD_LIMIT  # no payload store on this worker
+    assert set(facts["attributes"]) == registered
     assert _upserted(events) - {"TemporalChangeVersion"} == registered
+
+
+async def test_concurrent_misses_share_one_refresh(client: Client) -> None:
+    cache = AttributeCache(ttl=3600)
+    answers = await asyncio.gather(*(cache.get(client, client.namespace) for _ in range(20)))
+    assert cache.refreshes == 1
+    expected = await registered_search_attributes(client)
+    assert all(a == expected for a in answers)
+    assert expected <= {k.name for k in ALL_KEYS}
+    expired = AttributeCache(ttl=0)  # asked again once the answer is older than the TTL
+    for _ in range(3):
+        await expired.get(client, client.namespace)
+    assert expired.refreshes == 3
+
+
+async def test_only_attributes_the_cache_lists_are_upserted(client: Client) -> None:
+    ATTRIBUTE_CACHE.clear()
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        await asyncio.wait_for(_registered_by_the_worker(client), 30)
+        ATTRIBUTE_CACHE.put(client, client.namespace, frozenset({"TowlineAgent", "TowlineStatus"}))
+        try:
+            result = await run(tclient, agent, "go", task_queue=queue)
+        finally:
+            ATTRIBUTE_CACHE.clear()
+        events = await history_events(tclient.get_workflow_handle(result.run_id))
+    assert _upserted(events) - {"TemporalChangeVersion"} == {"TowlineAgent", "TowlineStatus"}
 
 
 @tool
