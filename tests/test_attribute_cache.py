@@ -24,7 +24,7 @@ from towline.models import FunctionModel, ModelInfo, TestModel
 from towline.registration import ATTRIBUTE_CACHE, AttributeCache, registered_search_attributes
 from towline.results import RunInput, RunResult
 from towline.search_attributes import ALL_KEYS
-from towline.testing import history_events, towline_worker
+from towline.testing import execution_histories, history_events, towline_worker
 
 agent = Agent(name="attribute-cache", model=TestModel())
 
@@ -107,12 +107,8 @@ async def test_a_continued_execution_carries_the_answer(client: Client) -> None:
             "AgentRun", RunInput(agent=ticker.name, prompt="go", continue_as_new_after_events=25),
             id=f"attribute-cache-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
         result = await handle.result()
-        chain: list[list[HistoryEvent]] = []
-        run_id: str | None = handle.first_execution_run_id
-        while run_id:
-            events = await history_events(tclient.get_workflow_handle(handle.id, run_id=run_id))
-            chain.append(events)
-            run_id = events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id or None
+        chain = [list(h.events) for h in
+                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
     assert result.output == "done" and len(chain) >= 3
     assert len(_markers(chain[0], "core_local_activity")) == 1
     for events in chain[1:]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 from uuid import uuid4
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from towline import Agent, Middleware, ToolContext, tool
@@ -29,7 +28,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 from towline.results import Counters, RunInput, RunResult
-from towline.testing import towline_worker
+from towline.testing import execution_histories, towline_worker
 
 STEPS = 8
 """Tool-calling steps before the final answer."""
@@ -70,21 +69,6 @@ agent = Agent(
 )
 
 
-async def _chain(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:
-    """The histories (event lists) of every execution of a workflow, first to last."""
-    histories: list[list[Any]] = []
-    run_id: str | None = first_run_id
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        events = list(history.events)
-        histories.append(events)
-        last = events[-1]
-        run_id = None
-        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return histories
-
-
 async def test_long_run_continues_as_new_and_carries_everything(client: Client) -> None:
     async with towline_worker(client, [agent]) as (tclient, queue):
         workflow_id = f"can-{uuid4().hex[:8]}"
@@ -95,7 +79,8 @@ async def test_long_run_continues_as_new_and_carries_everything(client: Client) 
         )
         result = await handle.result()
         assert handle.first_execution_run_id is not None
-        histories = await _chain(tclient, workflow_id, handle.first_execution_run_id)
+        histories = [list(h.events) for h in
+                     await execution_histories(tclient, workflow_id, handle.first_execution_run_id)]
 
     assert len(histories) >= 3, "the run should have continued-as-new at least twice"
     total = STEPS + 1

@@ -13,7 +13,6 @@ from uuid import uuid4
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
@@ -21,7 +20,7 @@ from towline.ledger import counters_from_history
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunInput, RunResult
-from towline.testing import history_events, towline_worker
+from towline.testing import execution_histories, towline_worker
 
 STEPS = 500
 
@@ -42,15 +41,6 @@ agent = Agent(name="long-run", model=FunctionModel(adding, model_name="long-run"
               limits=Limits(max_steps=STEPS + 1))
 
 
-async def _executions(client: Client, workflow_id: str, run_id: str | None) -> list[list[HistoryEvent]]:
-    chain: list[list[HistoryEvent]] = []
-    while run_id:
-        events = await history_events(client.get_workflow_handle(workflow_id, run_id=run_id))
-        chain.append(events)
-        run_id = events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id or None
-    return chain
-
-
 @pytest.mark.timeout(900)
 async def test_a_500_step_run_stays_flat(client: Client, tmp_path: Path) -> None:
     async with towline_worker(client, [agent], payload_store=f"file://{tmp_path}") as (tclient, queue):
@@ -58,7 +48,8 @@ async def test_a_500_step_run_stays_flat(client: Client, tmp_path: Path) -> None
             "AgentRun", RunInput(agent=agent.name, prompt="go", continue_as_new_after_events=1500),
             id=f"long-run-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
         result = await handle.result()
-        chain = await _executions(tclient, handle.id, handle.first_execution_run_id)
+        chain = [list(h.events) for h in
+                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
 
     assert (result.counters.run_step, result.counters.tool_calls) == (STEPS + 1, STEPS)
     assert result.output == f"added {STEPS} times"

@@ -29,7 +29,7 @@ from towline.messages import Message
 from towline.models import ModelInfo
 from towline.payloads import PAYLOAD_LIMIT
 from towline.plugin import TowlinePlugin
-from towline.testing import towline_worker
+from towline.testing import execution_histories, towline_worker
 from towline.workflows import AgentRun
 
 pytestmark = pytest.mark.timeout(120)
@@ -342,17 +342,10 @@ async def test_continue_as_new_keeps_the_listed_tools(client: Client, http_mcp: 
             output = (await handle.result())["output"]
         except WorkflowFailureError as e:  # pragma: no cover - shown if it happens
             raise AssertionError(str(e.cause)) from e
-        lists = 0
-        run_id: str | None = handle.first_execution_run_id
-        executions_seen = 0
-        while run_id:
-            h = tclient.get_workflow_handle(handle.id, run_id=run_id)
-            history = await h.fetch_history()
-            executions_seen += 1
-            lists += sum(1 for a, _ in scheduled(history) if a == "towline.mcp.t.list_tools")
-            last = history.events[-1]
-            run_id = (last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-                      or None)
+        histories = await execution_histories(tclient, handle.id, handle.first_execution_run_id)
+        executions_seen = len(histories)
+        lists = sum(1 for history in histories for a, _ in scheduled(history)
+                    if a == "towline.mcp.t.list_tools")
     assert output == "4 sums"
     assert executions_seen > 1, "the run continued as new"
     assert lists == 1, "listed once per run, not once per execution"

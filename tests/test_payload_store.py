@@ -40,7 +40,7 @@ from towline.models import FunctionModel, ModelInfo
 from towline.payload_store import PayloadStore, payload_store
 from towline.payloads import PAYLOAD_LIMIT
 from towline.results import RunInput, RunResult
-from towline.testing import history_events, towline_worker
+from towline.testing import execution_histories, history_events, towline_worker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -140,19 +140,6 @@ def notes_script(messages: list[Message], info: ModelInfo) -> ModelResponse | st
 notes = Agent(name="store-notes", tools=[blob], model=FunctionModel(notes_script, model_name="store-notes"))
 
 
-async def _executions(client: Client, workflow_id: str, first_run_id: str) -> list[list[HistoryEvent]]:
-    chain: list[list[HistoryEvent]] = []
-    run_id: str | None = first_run_id
-    while run_id:
-        events = await history_events(client.get_workflow_handle(workflow_id, run_id=run_id))
-        chain.append(events)
-        last = events[-1]
-        run_id = None
-        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return chain
-
-
 async def test_continue_as_new_carries_the_conversation_by_reference(
     client: Client, tmp_path: Path
 ) -> None:
@@ -162,7 +149,8 @@ async def test_continue_as_new_carries_the_conversation_by_reference(
             id=f"store-notes-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
         result = await asyncio.wait_for(handle.result(), 120)
         assert handle.first_execution_run_id is not None
-        chain = await _executions(tclient, handle.id, handle.first_execution_run_id)
+        chain = [list(h.events) for h in
+                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
     assert len(chain) >= 4
     assert result.output == "saw 13 messages"  # the last model saw all of them
     assert [len(str(r.content)) for r in _returns(result.messages)] == [30_000] * 6

@@ -48,7 +48,7 @@ from towline.request_chain import (
     chain_keys,
 )
 from towline.results import RunInput, RunResult
-from towline.testing import history_events, towline_worker
+from towline.testing import execution_histories, history_events, towline_worker
 from towline.tools import ToolDefinition
 
 DEFS = RequestDefinitions(tools=[ToolDefinition(name="add", description="Add.")])
@@ -237,13 +237,8 @@ async def test_continue_as_new_keeps_the_requests_small(client: Client) -> None:
             "AgentRun", RunInput(agent=adding.name, prompt="12", continue_as_new_after_events=40),
             id=f"chain-can-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
         result = await handle.result()
-        histories: list[list[HistoryEvent]] = []
-        run_id: str | None = handle.first_execution_run_id
-        while run_id:
-            events = await history_events(tclient.get_workflow_handle(handle.id, run_id=run_id))
-            histories.append(events)
-            attrs = events[-1].workflow_execution_continued_as_new_event_attributes
-            run_id = attrs.new_execution_run_id or None
+        histories = [list(h.events) for h in
+                     await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
     assert result.output == "done after 26 messages"
     assert len(histories) >= 3
     for events in histories[1:]:

@@ -25,7 +25,7 @@ from towline.payload_store import PayloadStore
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
 
 __all__ = [
-    "towline_worker", "history_events", "assert_replays", "replay_histories", "replay_runs",
+    "towline_worker", "history_events", "execution_histories", "assert_replays", "replay_histories", "replay_runs",
     "load_history", "ReplayOutcome",
 ]
 
@@ -62,6 +62,27 @@ async def history_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
     """All events of a workflow's history."""
     history = await handle.fetch_history()
     return list(history.events)
+
+
+async def execution_histories(
+    client: Client, workflow_id: str, first_run_id: str | None = None
+) -> list[WorkflowHistory]:
+    """The history of every execution of a run, first to last, following continue-as-new.
+
+    From `first_run_id`, or from the workflow's first execution (asked of the server).
+    """
+    run_id = first_run_id
+    if run_id is None:
+        description = await client.get_workflow_handle(workflow_id).describe()
+        run_id = description.raw_description.workflow_execution_info.first_run_id or None
+    found: list[WorkflowHistory] = []
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        found.append(history)
+        last = history.events[-1]
+        run_id = (last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                  or None)
+    return found
 
 
 async def assert_replays(
