@@ -47,6 +47,7 @@ __all__ = [
     "one_line",
     "unreachable_reason",
     "positive",
+    "non_negative",
     "model_string",
     "port_number",
     "add_connection",
@@ -306,14 +307,26 @@ def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | No
 # --- arguments shared by several commands ------------------------------------------------
 
 
-def positive(text: str) -> int:
-    """argparse type: a whole number >= 1."""
+def _whole(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def positive(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
     return value
 
 

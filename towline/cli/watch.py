@@ -25,7 +25,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from towline.cli.common import CliError, add_connection, connect_client, one_line, resolve_target
+from towline.cli.common import (
+    CliError,
+    add_connection,
+    connect_client,
+    non_negative,
+    one_line,
+    resolve_target,
+)
 from towline.cli.render import format_call, short
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.cli.server import stop_event
@@ -33,22 +40,11 @@ from towline.client import events
 from towline.events import RunEvent
 from towline.results import RunResult
 
-__all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "non_negative", "register",
+__all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "register",
            "add_watch_options", "IDLE_HINT_AFTER"]
 
 IDLE_HINT_AFTER = 10.0
 """Seconds without an event after which `watch` asks whether a worker is running."""
-
-
-def non_negative(text: str) -> int:
-    """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative")
-    return value
 
 
 def _plural(n: int, noun: str) -> str:
