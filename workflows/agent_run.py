@@ -147,25 +147,21 @@ class AgentRun(HookApi):
         # The input is taken untyped and decoded here (see `towline.converter`): input that
         # does not decode must end the run with InvalidRunInput, not fail the workflow
         # task, which Temporal would retry forever with the run stuck.
-        if since(EARLY_STATUS) and since(VERSION_FIRST):
-            # Every `workflow.patched` of the run's start is decided before the local
-            # activity: see `VERSION_FIRST`.
+        if since(EARLY_STATUS):
+            # Resolving emits no command, so it may come before the local activity in
+            # histories written either way; the version's `workflow.patched` markers come
+            # before it since `VERSION_FIRST`, after it before.
+            version_first = since(VERSION_FIRST)
             try:
                 inp, agent = self._resolve(args)
             except RunFailure as failure:
                 facts = await self._worker_facts(args)
                 raise await self._end_stream(self._fail_early(
                     failure, frozenset(facts.attributes), agent_named_in(args))) from None
-            version = self._agent_version(agent)
+            version = self._agent_version(agent) if version_first else None
             facts = await self._worker_facts(args)
-        elif since(EARLY_STATUS):
-            facts = await self._worker_facts(args)
-            try:
-                inp, agent = self._resolve(args)
-            except RunFailure as failure:
-                raise await self._end_stream(self._fail_early(
-                    failure, frozenset(facts.attributes), agent_named_in(args))) from None
-            version = self._agent_version(agent)
+            if not version_first:
+                version = self._agent_version(agent)
         else:
             inp, agent = self._resolve(args)
             facts = await self._worker_facts(args)
