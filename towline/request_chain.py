@@ -279,6 +279,12 @@ class RequestBook:
         return RequestAnswer(after=after, messages=pending.messages[start:],
                              definitions=pending.definitions)
 
+    def release(self) -> None:
+        """Forget every chain and request (the execution has ended: see `AgentRun._release`)."""
+        self.chains.clear()
+        self.pending.clear()
+        self.sent.clear()
+
     def last_chain(self) -> RequestChain | None:
         """The chain to carry across continue-as-new (the most recent one)."""
         if self.chains and self.chains[0].keys:

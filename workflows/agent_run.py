@@ -439,12 +439,34 @@ class AgentRun(HookApi):
             facts=self._facts, chain=self.request_book.last_chain(),
         )
         carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
-        _check_fits(carried, "the input that continue-as-new would carry")
         with_stream = carried.model_copy(update={"resume": resume.model_copy(
             update={"stream": self.stream.carried()})})
-        if not oversize(with_stream):  # the events are a convenience: never worth failing for
+        # One encoding in the usual case (a long conversation takes a while to encode): the
+        # events are a convenience, never worth failing for, so without them if they do not fit.
+        if oversize(with_stream):
+            _check_fits(carried, "the input that continue-as-new would carry")
+        else:
             carried = with_stream
+        self._release(run, inp)
         workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
+
+    def _release(self, run: Run, inp: RunInput) -> None:
+        """Let go of this execution's copy of the conversation once the next one's input holds it.
+
+        An execution that continued-as-new is evicted from the worker, and its instance (tasks,
+        frames, handlers) becomes cyclic garbage: whatever it still references waits for
+        Python's next full collection, which then scans and frees a whole copy of the
+        conversation while every workflow on the worker waits for it. On a 10,000-step run such
+        collections grew past the 2-second deadlock detector. Emptied here, the lists are freed
+        by reference counting as soon as Temporal has written the carried input. Nothing here
+        is a command or a decision; a replay (a query on this closed execution) keeps them.
+        """
+        if workflow.unsafe.is_replaying():
+            return
+        run.release_messages()
+        self.request_book.release()
+        if inp.resume is not None:
+            inp.resume.messages.clear()
 
     # --- multi-turn, queries, cancel ------------------------------------------------------
 

@@ -231,6 +231,11 @@ class Run:
             self._insert_returns(index, missing)
         self._paired = (list(self.messages), +returned)
 
+    def release_messages(self) -> None:
+        """Empty the conversation in place (its execution has ended and carried it on)."""
+        self.messages.clear()
+        self._paired = None
+
     def record_returns(self, parts: list[ToolReturnPart]) -> None:
         """Record return records right after the response that made their calls.
 
