@@ -49,6 +49,7 @@ from towline.converter import (
     failure_converter_for,
 )
 from towline.errors import ConfigurationError, RunFailure
+from towline.heap import settle_heap
 from towline.mcp import MCPServer
 from towline.model_access import ModelAccess
 from towline.models import Model
@@ -289,7 +290,8 @@ class TowlinePlugin(SimplePlugin):
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
     ) -> None:
-        """Register the search attributes (idempotently) before the worker polls.
+        """Register the search attributes (idempotently) and settle the process's heap
+        (`towline.heap.settle_heap`) before the worker polls.
 
         The answer is kept in `ATTRIBUTE_CACHE`, so runs on this worker ask the server
         nothing more (see `towline.activities.search_attributes`).
@@ -300,6 +302,7 @@ class TowlinePlugin(SimplePlugin):
             ATTRIBUTE_CACHE.put(client, namespace, await registered_search_attributes(client, namespace))
         except Exception as e:  # noqa: BLE001 - e.g. a namespace that forbids operator calls
             _log.warning("towline search attributes not registered: %s", e)
+        settle_heap()
         self._running_workers += 1
         try:
             await super().run_worker(worker, next)
