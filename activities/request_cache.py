@@ -27,12 +27,17 @@ from towline.request_chain import (
     content_ref,
 )
 
-__all__ = ["RequestCache", "NODES", "LISTS", "MISMATCH"]
+__all__ = ["RequestCache", "NODES", "LISTS", "LIST_ITEMS", "MISMATCH"]
 
 NODES = 100_000
 """Messages a worker holds by chain key (and by content reference)."""
 LISTS = 32
 """Whole requests a worker keeps assembled (the latest ones: most requests extend one)."""
+LIST_ITEMS = 64_000
+"""Messages the assembled requests may name in all (the newest is always kept): a long run's
+requests each name its whole conversation, and every name is one more reference for Python's
+garbage collector to follow in each full collection (`towline.heap`). An evicted list is
+assembled again from the messages held by key."""
 MISMATCH = "RequestMismatch"
 """Failure type of a request whose messages do not match its key (never expected)."""
 
@@ -72,6 +77,7 @@ class RequestCache:
         else:
             messages, definitions = await self._fetch(req, key, run, ask)
         self._lists[key] = messages
+        self._lists.move_to_end(key)
         self._trim_lists()
         self._note(run, key)
         return messages, definitions, key
@@ -82,6 +88,7 @@ class RequestCache:
         after = chain_key(key, ref)
         self._put(after, key, response, ref)
         self._lists[after] = [*messages, response]
+        self._lists.move_to_end(after)
         self._trim_lists()
         self._note(run, after)
 
@@ -150,8 +157,9 @@ class RequestCache:
             self._defs.popitem(last=False)
 
     def _trim_lists(self) -> None:
-        while len(self._lists) > self.max_lists:
-            self._lists.popitem(last=False)
+        items = sum(len(m) for m in self._lists.values())
+        while len(self._lists) > 1 and (len(self._lists) > self.max_lists or items > LIST_ITEMS):
+            items -= len(self._lists.popitem(last=False)[1])
 
     def _note(self, run: str, key: str) -> None:
         recent = self._recent.get(run)

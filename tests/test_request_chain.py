@@ -108,6 +108,27 @@ async def test_requests_stay_the_same_size_as_the_conversation_grows() -> None:
     assert max(wire.sizes[2:]) - min(wire.sizes[2:]) <= 6  # then: constant (numbers grow a digit)
 
 
+async def test_the_assembled_requests_a_worker_keeps_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long conversation's requests each name all of it: the cache keeps the newest whole,
+    older ones only while they fit `LIST_ITEMS`, and rebuilds any other from its messages."""
+    from towline.activities import request_cache
+
+    monkeypatch.setattr(request_cache, "LIST_ITEMS", 60)
+    wire = Wire()
+    history: list[Message] = [_user("go", "u")]
+    for n in range(1, 40):
+        assert await wire.send(history, _call(n)) == history
+        history += [_call(n), _return(n)]
+        held = [len(m) for m in wire.cache._lists.values()]  # pyright: ignore[reportPrivateUsage]
+        assert sum(held) <= 60 or len(held) == 1, held
+    assert wire.cache.queries == 0  # nothing was asked again: the messages are held by key
+    older = history[:21]  # a request whose list was let go: assembled again, not fetched
+    assert await wire.send(older) == older
+    assert wire.cache.queries == 0
+
+
 async def test_a_worker_that_lacks_messages_fetches_only_what_it_lacks() -> None:
     wire = Wire()
     history: list[Message] = [_user("go", "u")]
