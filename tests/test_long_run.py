@@ -8,6 +8,7 @@ names the conversation with one key, and continue-as-new carries it by reference
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from uuid import uuid4
 
@@ -108,3 +109,67 @@ def test_the_collector_pause_nests_and_restores() -> None:
         assert not gc.isenabled()  # disabled before: left disabled
     finally:
         gc.enable()
+
+
+
+SHORT = 120
+
+
+def adding_briefly(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if info.run_step <= SHORT:
+        return ModelResponse(parts=[ToolCallPart(tool_name="add", args={"a": info.run_step, "b": 1})])
+    return f"added {len(messages) // 2} times"
+
+
+brief = Agent(name="brief-run", model=FunctionModel(adding_briefly, model_name="brief-run"),
+              tools=[add], limits=Limits(max_steps=SHORT + 1))
+
+
+@pytest.mark.timeout(600)
+async def test_a_continued_execution_lets_its_conversation_go(client: Client, tmp_path: Path) -> None:
+    """An execution that continued-as-new leaves no copy of the conversation to the collector.
+
+    Its instance becomes cyclic garbage once evicted; had it kept its messages, each
+    continue-as-new would leave a whole copy of the conversation for Python's next full
+    collection to scan and free, a pause every workflow on the worker waits for (the
+    deadlock detector fails activations past 2 s). With the collector off, what is still
+    alive after the run is counted: the result's copy, the worker's request cache and the
+    last execution's, not one per execution.
+    """
+    import gc
+
+    gc.collect()
+    before = sum(isinstance(o, ModelResponse) for o in gc.get_objects())
+    gc.disable()
+    try:
+        async with towline_worker(client, [brief], payload_store=f"file://{tmp_path}") as (tclient, queue):
+            handle = await tclient.start_workflow(
+                "AgentRun", RunInput(agent=brief.name, prompt="go", continue_as_new_after_events=300),
+                id=f"brief-run-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
+            result = await handle.result()
+            executions = len(await execution_histories(tclient, handle.id, handle.first_execution_run_id))
+            alive = sum(isinstance(o, ModelResponse) for o in gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert result.counters.run_step == SHORT + 1
+    assert executions >= 5
+    # the result's messages, the worker's request cache, the last execution's: 3 copies
+    assert alive <= 3 * (SHORT + 1) + 10, (alive, executions)
+
+
+async def test_a_worker_settles_the_heap_it_starts_with(client: Client) -> None:
+    """What a worker process holds when it starts (imports, mostly) is frozen out of full
+    collections once, so each one scans only what runs add."""
+    import gc
+
+    from towline.heap import settle_heap
+
+    async with towline_worker(client, [brief]):
+        for _ in range(100):  # the plugin settles it as the worker starts polling
+            if gc.get_freeze_count():
+                break
+            await asyncio.sleep(0.1)
+        frozen = gc.get_freeze_count()
+        assert frozen > 20_000  # temporalio, pydantic and towline's own modules, at least
+        assert settle_heap() is False  # once per process
+        assert gc.get_freeze_count() == frozen
