@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,8 @@ class WorkerProcess:
     ablate: tuple[str, ...] = ()
     profile: Path | None = None
     """Record the worker with py-spy (raw stacks) into this file."""
+    gc_log: Path | None = None
+    """Write the worker's full garbage collections (seconds, objects freed) into this file."""
     process: subprocess.Popen[bytes] | None = None
     spy: subprocess.Popen[bytes] | None = None
 
@@ -107,6 +111,8 @@ class WorkerProcess:
             cmd += ["--payload-store", self.payload_store]
         if self.ablate:
             cmd += ["--ablate", ",".join(self.ablate)]
+        if self.gc_log is not None:
+            cmd += ["--gc-log", str(self.gc_log)]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -165,9 +171,12 @@ def _ablate(names: tuple[str, ...]) -> None:
 
 
 async def serve(variant: str, address: str, task_queue: str, payload_store: str | None,
-                ablate: tuple[str, ...]) -> None:
+                ablate: tuple[str, ...], gc_log: str | None = None) -> None:
     """`--serve`: run one variant's worker until stdin closes."""
     from temporalio.worker import Worker
+
+    if gc_log:
+        log_full_collections(Path(gc_log))
 
     if variant == "bare":
         from bare_loop import BARE_ACTIVITIES, BareLoop  # pyright: ignore[reportMissingImports]
@@ -187,6 +196,29 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
     async with worker:
         print("ready", flush=True)
         await stdin_closed
+
+
+def log_full_collections(path: Path) -> None:
+    """Append a line `seconds freed` to `path` for each full collection of this process."""
+    out = path.open("a", buffering=1)
+    started = [0.0]
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            out.write(f"{time.perf_counter() - started[0]:.3f} {info['collected']}\n")
+
+    gc.callbacks.append(note)
+
+
+def full_collections(path: Path) -> list[float]:
+    """The pauses `log_full_collections` wrote, in seconds."""
+    if not path.exists():
+        return []
+    return [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
 
 
 # --- reading histories back ------------------------------------------------------------------
@@ -286,9 +318,11 @@ def main() -> None:
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--payload-store")
     parser.add_argument("--ablate", default="")
+    parser.add_argument("--gc-log")
     args = parser.parse_args()
     ablate = tuple(a for a in args.ablate.split(",") if a)
-    asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, ablate))
+    asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, ablate,
+                      args.gc_log))
     sys.stdout.flush()
     os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
 

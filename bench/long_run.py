@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import WorkerProcess, cpu_seconds, executions, per_execution
+from harness import WorkerProcess, cpu_seconds, executions, full_collections, per_execution
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
@@ -46,7 +46,7 @@ async def long_run(steps: int, can_after_events: int | None) -> dict[str, Any]:
     server = DevServerProcess(db_path=state / "temporal.db", log_level="error")
     await server.start()
     worker = WorkerProcess("towline", server.address, f"long-{uuid.uuid4().hex[:6]}",
-                           payload_store=store)
+                           payload_store=store, gc_log=state / "gc.log")
     try:
         worker.start()
         client = await Client.connect(server.address, plugins=[TowlinePlugin(payload_store=store)])
@@ -66,6 +66,7 @@ async def long_run(steps: int, can_after_events: int | None) -> dict[str, Any]:
     rows = per_execution(chain)
     stored = [p for p in (state / "payloads").rglob("*") if p.is_file()]
     store_bytes = sum(p.stat().st_size for p in stored)
+    pauses = full_collections(state / "gc.log")
     shutil.rmtree(state, ignore_errors=True)
     first, last = rows[0]["bytes_per_step"], rows[-1]["bytes_per_step"]
     counters = result.counters
@@ -76,6 +77,7 @@ async def long_run(steps: int, can_after_events: int | None) -> dict[str, Any]:
         "max_execution_bytes": max(r["bytes"] for r in rows),
         "last_vs_first_bytes_per_step": round(last / first, 3),
         "store_files": len(stored), "store_bytes": store_bytes,
+        "full_collections": len(pauses), "longest_full_collection": max(pauses, default=0.0),
         "checks": {
             "counters exact": (counters.run_step, counters.tool_calls) == (steps + 1, steps),
             "no execution over 10 MB": max(r["bytes"] for r in rows) <= MAX_EXECUTION_BYTES,
@@ -93,6 +95,8 @@ def table(r: dict[str, Any]) -> str:
         (f"{len(r['executions'])} executions; largest history {r['max_execution_bytes']} B; "
         f"last/first bytes per step {r['last_vs_first_bytes_per_step']}"),
         f"payload store: {r['store_files']} files, {r['store_bytes']} B",
+        (f"worker: {r['full_collections']} full garbage collections, the longest "
+         f"{r['longest_full_collection']:.3f} s (the deadlock detector's limit is 2 s)"),
         "",
         f"{'execution':>9} {'steps':>6} {'events':>7} {'bytes':>9} {'start input':>11} {'B/step':>7}",
     ]

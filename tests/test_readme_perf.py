@@ -63,3 +63,4 @@ async def test_the_benchmarks_run() -> None:
     assert long.code == 0, long
     assert "counters: run_step 301, tool_calls 300" in long.out
     assert "FAILED" not in long.out and "ok: no execution over 10 MB" in long.out
+    assert "full garbage collections, the longest" in long.out  # the worker logged them
