@@ -158,7 +158,7 @@ class RequestCache:
 
     def _trim_lists(self) -> None:
         items = sum(len(m) for m in self._lists.values())
-        while len(self._lists) > 1 and (len(self._lists) > self.max_lists or items > LIST_ITEMS):
+        while len(self._lists) > self.max_lists or (len(self._lists) > 1 and items > LIST_ITEMS):
             items -= len(self._lists.popitem(last=False)[1])
 
     def _note(self, run: str, key: str) -> None:
