@@ -149,8 +149,12 @@ async def test_a_continued_execution_lets_its_conversation_go(client: Client, tm
             result = await handle.result()
             executions = len(await execution_histories(tclient, handle.id, handle.first_execution_run_id))
             alive = sum(isinstance(o, ModelResponse) for o in gc.get_objects()) - before
+            # a closed execution is queried by replaying it, which keeps what it held
+            first = tclient.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+            first_messages = await first.query("messages")
     finally:
         gc.enable()
+    assert 0 < len(first_messages) < len(result.messages)
     assert result.counters.run_step == SHORT + 1
     assert executions >= 5
     # the result's messages, the worker's request cache, the last execution's: 3 copies

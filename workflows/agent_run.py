@@ -141,6 +141,7 @@ class AgentRun(HookApi):
         """The run's payload limit (`WorkerFacts.payload_limit`), read by `run.oversize`."""
         self._facts = WorkerFacts()
         self._ended = False
+        self._released = False
 
     @workflow.run
     async def run(self, *args: Any) -> RunResult:
@@ -463,6 +464,7 @@ class AgentRun(HookApi):
         """
         if workflow.unsafe.is_replaying():
             return
+        self._released = True
         run.release_messages()
         self.request_book.release()
         if inp.resume is not None:
@@ -532,4 +534,7 @@ class AgentRun(HookApi):
     @workflow.query
     def messages(self) -> list[ModelRequest | ModelResponse]:
         """The canonical history so far."""
+        if self._released:  # never an empty answer that looks like a conversation
+            raise ValueError("this execution has continued as new: its conversation is in the "
+                             "next execution (query the workflow without a run id)")
         return list(self._run.messages) if self._run else []
