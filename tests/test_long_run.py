@@ -115,14 +115,22 @@ def test_the_collector_pause_nests_and_restores() -> None:
 SHORT = 120
 
 
+@tool(idempotent=True)  # retried, not refused, when a crash test kills its worker mid-call
+def plus(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
 def adding_briefly(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
     if info.run_step <= SHORT:
-        return ModelResponse(parts=[ToolCallPart(tool_name="add", args={"a": info.run_step, "b": 1})])
+        return ModelResponse(parts=[ToolCallPart(tool_name="plus", args={"a": info.run_step, "b": 1})])
     return f"added {len(messages) // 2} times"
 
 
 brief = Agent(name="brief-run", model=FunctionModel(adding_briefly, model_name="brief-run"),
-              tools=[add], limits=Limits(max_steps=SHORT + 1))
+              tools=[plus], limits=Limits(max_steps=SHORT + 1))
+BRIEF_AGENTS = [brief]
+"""For worker processes (`tests/worker_main.py --agents test_long_run:BRIEF_AGENTS`)."""
 
 
 @pytest.mark.timeout(600)
