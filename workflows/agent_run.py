@@ -28,7 +28,6 @@ from towline.errors import (
     InternalError,
     InvalidRunInput,
     MaxStepsExceeded,
-    PayloadTooLarge,
     RunFailure,
     UnknownAgent,
     UsageLimitExceeded,
@@ -44,13 +43,14 @@ from towline.messages import (
 from towline.registry import WorkerAgents, worker_agents
 from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
 from towline.request_refs import REQUEST_QUERY
-from towline.results import Counters, PartialRun, ResumeState, RunInput, RunResult, WorkerFacts
+from towline.results import Counters, PartialRun, RunInput, RunResult, WorkerFacts
 
+from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .hook_api import ApprovalDecision, HookApi
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run, oversize, run_payload_limit
+from .run import PAYLOAD_LIMIT, Run
 from .run_input import agent_named_in, decode_run_input
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
@@ -84,14 +84,6 @@ def _result(run: Run, output: Any) -> RunResult:
         output=output, messages=run.messages, usage=run.usage, counters=run.counters,
         state=run.state, run_id=run.run_id,
     )
-
-
-def _check_fits(value: Any, what: str) -> None:
-    """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
-    size = oversize(value)
-    if size:
-        raise PayloadTooLarge(f"{what} is {size} bytes, over the {run_payload_limit()}-byte "
-                              "payload limit")
 
 
 def _facts_of(raw: Any) -> WorkerFacts:
@@ -180,7 +172,7 @@ class AgentRun(HookApi):
         try:
             with telemetry.agent_span(agent.name, run.run_id):
                 output = await self._loop(run, inp)
-            _check_fits(_result(run, output), "the run's result")
+            check_fits(_result(run, output), "the run's result")
         except RunFailure as failure:
             raise await self._end_stream(self._fail(run, failure)) from None
         except asyncio.CancelledError:  # Temporal's cancel (UI, CLI, client) while waiting
@@ -414,61 +406,18 @@ class AgentRun(HookApi):
             self._consumed += 1
 
     def _should_continue_as_new(self, run: Run, inp: RunInput) -> bool:
-        """Temporal suggests it, or the history passed the run's test threshold.
-
-        Only once this execution has made a step: an execution that continued
-        before its first step would continue again at once, forever.
-        """
-        info = workflow.info()
-        after = inp.continue_as_new_after_events
-        started_at = inp.resume.counters.run_step if inp.resume is not None else 0
         # Not while a handler (a `send` waiting for its answer) is in flight: it
         # would wait for an answer only this execution can give. Streaming: a subscriber's
         # poll waiting for events is no such handler (`_continue_as_new` releases it).
         idle = workflow.all_handlers_finished() or (self.stream.polls > 0 and self._sends == 0)
-        return run.counters.run_step > started_at and idle and (
-            info.is_continue_as_new_suggested()
-            or (after is not None and info.get_current_history_length() > after)
-        )
+        return should_continue(run, inp, idle=idle)
 
     async def _continue_as_new(self, run: Run, inp: RunInput) -> NoReturn:
         await self.stream.close()  # streaming: subscribers poll the next execution
-        resume = ResumeState(
-            messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
-            pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=self._inbox,
-            mcp_listings=run.mcp_listings,
-            facts=self._facts, chain=self.request_book.last_chain(),
-        )
-        carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
-        with_stream = carried.model_copy(update={"resume": resume.model_copy(
-            update={"stream": self.stream.carried()})})
-        # One encoding in the usual case (a long conversation takes a while to encode): the
-        # events are a convenience, never worth failing for, so without them if they do not fit.
-        if oversize(with_stream):
-            _check_fits(carried, "the input that continue-as-new would carry")
-        else:
-            carried = with_stream
-        self._release(run, inp)
+        carried = carried_input(run, inp, inbox=self._inbox, facts=self._facts,
+                                chain=self.request_book.last_chain(), stream=self.stream.carried())
+        self._released = release(run, self.request_book, inp)
         workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
-
-    def _release(self, run: Run, inp: RunInput) -> None:
-        """Let go of this execution's copy of the conversation once the next one's input holds it.
-
-        An execution that continued-as-new is evicted from the worker, and its instance (tasks,
-        frames, handlers) becomes cyclic garbage: whatever it still references waits for
-        Python's next full collection, which then scans and frees a whole copy of the
-        conversation while every workflow on the worker waits for it. On a 10,000-step run such
-        collections grew past the 2-second deadlock detector. Emptied here, the lists are freed
-        by reference counting as soon as Temporal has written the carried input. Nothing here
-        is a command or a decision; a replay (a query on this closed execution) keeps them.
-        """
-        if workflow.unsafe.is_replaying():
-            return
-        self._released = True
-        run.release_messages()
-        self.request_book.release()
-        if inp.resume is not None:
-            inp.resume.messages.clear()
 
     # --- multi-turn, queries, cancel ------------------------------------------------------
 
