@@ -1,7 +1,7 @@
 """A worker process SIGKILLed as a run continues-as-new; fresh workers finish the run.
 
 An execution that continued-as-new empties its copy of the conversation in memory
-(`AgentRun._release`): whatever a crash interrupts, the next execution must start
+(`workflows.continuation.release`): whatever a crash interrupts, the next execution must start
 from what Temporal holds (the carried input), and the run end exactly as an
 uninterrupted one would.
 """

@@ -280,7 +280,7 @@ class RequestBook:
                              definitions=pending.definitions)
 
     def release(self) -> None:
-        """Forget every chain and request (the execution has ended: see `AgentRun._release`)."""
+        """Forget every chain and request (the execution has ended: see `workflows.continuation.release`)."""
         self.chains.clear()
         self.pending.clear()
         self.sent.clear()
