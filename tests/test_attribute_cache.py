@@ -22,9 +22,9 @@ from towline.client import run
 from towline.messages import Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, ModelInfo, TestModel
 from towline.registration import ATTRIBUTE_CACHE, AttributeCache, registered_search_attributes
-from towline.results import RunInput, RunResult
+from towline.results import RunInput
 from towline.search_attributes import ALL_KEYS
-from towline.testing import execution_histories, history_events, towline_worker
+from towline.testing import history_events, run_to_end, towline_worker
 
 agent = Agent(name="attribute-cache", model=TestModel())
 
@@ -103,12 +103,9 @@ async def test_a_continued_execution_carries_the_answer(client: Client) -> None:
     ticker = Agent(name="attribute-cache-ticker", model=FunctionModel(ticking, model_name="ticker"),
                    tools=[tick])
     async with towline_worker(client, [ticker]) as (tclient, queue):
-        handle = await tclient.start_workflow(
-            "AgentRun", RunInput(agent=ticker.name, prompt="go", continue_as_new_after_events=25),
-            id=f"attribute-cache-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
-        result = await handle.result()
-        chain = [list(h.events) for h in
-                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
+        result, chain = await run_to_end(
+            tclient, RunInput(agent=ticker.name, prompt="go", continue_as_new_after_events=25),
+            task_queue=queue, id=f"attribute-cache-{uuid4().hex[:8]}")
     assert result.output == "done" and len(chain) >= 3
     assert len(_markers(chain[0], "core_local_activity")) == 1
     for events in chain[1:]:

@@ -27,8 +27,8 @@ from towline.messages import (
     UserPart,
 )
 from towline.models import FunctionModel, ModelInfo
-from towline.results import Counters, RunInput, RunResult
-from towline.testing import execution_histories, towline_worker
+from towline.results import Counters, RunInput
+from towline.testing import run_to_end, towline_worker
 
 STEPS = 8
 """Tool-calling steps before the final answer."""
@@ -72,15 +72,9 @@ agent = Agent(
 async def test_long_run_continues_as_new_and_carries_everything(client: Client) -> None:
     async with towline_worker(client, [agent]) as (tclient, queue):
         workflow_id = f"can-{uuid4().hex[:8]}"
-        handle = await tclient.start_workflow(
-            "AgentRun",
-            RunInput(agent=agent.name, prompt="take notes", continue_as_new_after_events=30),
-            id=workflow_id, task_queue=queue, result_type=RunResult,
-        )
-        result = await handle.result()
-        assert handle.first_execution_run_id is not None
-        histories = [list(h.events) for h in
-                     await execution_histories(tclient, workflow_id, handle.first_execution_run_id)]
+        result, histories = await run_to_end(
+            tclient, RunInput(agent=agent.name, prompt="take notes", continue_as_new_after_events=30),
+            task_queue=queue, id=workflow_id)
 
     assert len(histories) >= 3, "the run should have continued-as-new at least twice"
     total = STEPS + 1

@@ -16,12 +16,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline import Agent, Limits, ModelResponse, Tool, ToolCallPart, tool
 from towline.ledger import counters_from_history
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
-from towline.results import RunInput, RunResult
-from towline.testing import execution_histories, towline_worker
+from towline.results import RunInput
+from towline.testing import run_to_end, towline_worker
 
 STEPS = 500
 
@@ -32,25 +32,28 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def adding(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
-    if info.run_step <= STEPS:
-        return ModelResponse(parts=[ToolCallPart(tool_name="add", args={"a": info.run_step, "b": 1})])
-    return f"added {len(messages) // 2} times"
+def adding(name: str, steps: int, adder: Tool) -> Agent:
+    """An agent whose model calls `adder` once per step for `steps` steps, then answers."""
+
+    def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        if info.run_step <= steps:
+            return ModelResponse(parts=[ToolCallPart(tool_name=adder.name,
+                                                     args={"a": info.run_step, "b": 1})])
+        return f"added {len(messages) // 2} times"
+
+    return Agent(name=name, model=FunctionModel(script, model_name=name), tools=[adder],
+                 limits=Limits(max_steps=steps + 1))
 
 
-agent = Agent(name="long-run", model=FunctionModel(adding, model_name="long-run"), tools=[add],
-              limits=Limits(max_steps=STEPS + 1))
+agent = adding("long-run", STEPS, add)
 
 
 @pytest.mark.timeout(900)
 async def test_a_500_step_run_stays_flat(client: Client, tmp_path: Path) -> None:
     async with towline_worker(client, [agent], payload_store=f"file://{tmp_path}") as (tclient, queue):
-        handle = await tclient.start_workflow(
-            "AgentRun", RunInput(agent=agent.name, prompt="go", continue_as_new_after_events=1500),
-            id=f"long-run-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
-        result = await handle.result()
-        chain = [list(h.events) for h in
-                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
+        result, chain = await run_to_end(
+            tclient, RunInput(agent=agent.name, prompt="go", continue_as_new_after_events=1500),
+            task_queue=queue, id=f"long-run-{uuid4().hex[:8]}")
 
     assert (result.counters.run_step, result.counters.tool_calls) == (STEPS + 1, STEPS)
     assert result.output == f"added {STEPS} times"
@@ -82,7 +85,7 @@ def test_the_collector_pause_nests_and_restores() -> None:
     import gc
     import threading
 
-    from towline.converter import paused_gc
+    from towline.heap import paused_gc
 
     assert gc.isenabled()
     inner = threading.Event()
@@ -115,20 +118,9 @@ def test_the_collector_pause_nests_and_restores() -> None:
 SHORT = 120
 
 
-@tool(idempotent=True)  # retried, not refused, when a crash test kills its worker mid-call
-def plus(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-def adding_briefly(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
-    if info.run_step <= SHORT:
-        return ModelResponse(parts=[ToolCallPart(tool_name="plus", args={"a": info.run_step, "b": 1})])
-    return f"added {len(messages) // 2} times"
-
-
-brief = Agent(name="brief-run", model=FunctionModel(adding_briefly, model_name="brief-run"),
-              tools=[plus], limits=Limits(max_steps=SHORT + 1))
+# idempotent: retried, not refused, when a crash test kills its worker mid-call
+plus = Tool.from_function(add.function, name="plus", idempotent=True)
+brief = adding("brief-run", SHORT, plus)
 BRIEF_AGENTS = [brief]
 """For worker processes (`tests/worker_main.py --agents test_long_run:BRIEF_AGENTS`)."""
 
@@ -151,15 +143,16 @@ async def test_a_continued_execution_lets_its_conversation_go(client: Client, tm
     gc.disable()
     try:
         async with towline_worker(client, [brief], payload_store=f"file://{tmp_path}") as (tclient, queue):
-            handle = await tclient.start_workflow(
-                "AgentRun", RunInput(agent=brief.name, prompt="go", continue_as_new_after_events=300),
-                id=f"brief-run-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
-            result = await handle.result()
-            executions = len(await execution_histories(tclient, handle.id, handle.first_execution_run_id))
+            workflow_id = f"brief-run-{uuid4().hex[:8]}"
+            result, chain = await run_to_end(
+                tclient, RunInput(agent=brief.name, prompt="go", continue_as_new_after_events=300),
+                task_queue=queue, id=workflow_id)
+            executions = len(chain)
             alive = sum(isinstance(o, ModelResponse) for o in gc.get_objects()) - before
             # a closed execution is queried by replaying it, which keeps what it held
-            first = tclient.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-            first_messages = await first.query("messages")
+            first_run = chain[0][0].workflow_execution_started_event_attributes.first_execution_run_id
+            first_messages = await tclient.get_workflow_handle(workflow_id, run_id=first_run).query(
+                "messages")
     finally:
         gc.enable()
     assert 0 < len(first_messages) < len(result.messages)

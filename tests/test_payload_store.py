@@ -40,7 +40,7 @@ from towline.models import FunctionModel, ModelInfo
 from towline.payload_store import PayloadStore, payload_store
 from towline.payloads import PAYLOAD_LIMIT
 from towline.results import RunInput, RunResult
-from towline.testing import execution_histories, history_events, towline_worker
+from towline.testing import history_events, run_to_end, towline_worker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -144,13 +144,9 @@ async def test_continue_as_new_carries_the_conversation_by_reference(
     client: Client, tmp_path: Path
 ) -> None:
     async with towline_worker(client, [notes], payload_store=f"file://{tmp_path}") as (tclient, queue):
-        handle = await tclient.start_workflow(
-            "AgentRun", RunInput(agent=notes.name, prompt="go", continue_as_new_after_events=20),
-            id=f"store-notes-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
-        result = await asyncio.wait_for(handle.result(), 120)
-        assert handle.first_execution_run_id is not None
-        chain = [list(h.events) for h in
-                 await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
+        result, chain = await asyncio.wait_for(run_to_end(
+            tclient, RunInput(agent=notes.name, prompt="go", continue_as_new_after_events=20),
+            task_queue=queue, id=f"store-notes-{uuid4().hex[:8]}"), 120)
     assert len(chain) >= 4
     assert result.output == "saw 13 messages"  # the last model saw all of them
     assert [len(str(r.content)) for r in _returns(result.messages)] == [30_000] * 6

@@ -48,7 +48,7 @@ from towline.request_chain import (
     chain_keys,
 )
 from towline.results import RunInput, RunResult
-from towline.testing import execution_histories, history_events, towline_worker
+from towline.testing import history_events, run_to_end, towline_worker
 from towline.tools import ToolDefinition
 
 DEFS = RequestDefinitions(tools=[ToolDefinition(name="add", description="Add.")])
@@ -254,12 +254,9 @@ def _chain_of(events: list[HistoryEvent]) -> str | None:
 
 async def test_continue_as_new_keeps_the_requests_small(client: Client) -> None:
     async with towline_worker(client, [adding]) as (tclient, queue):
-        handle = await tclient.start_workflow(
-            "AgentRun", RunInput(agent=adding.name, prompt="12", continue_as_new_after_events=40),
-            id=f"chain-can-{uuid4().hex[:8]}", task_queue=queue, result_type=RunResult)
-        result = await handle.result()
-        histories = [list(h.events) for h in
-                     await execution_histories(tclient, handle.id, handle.first_execution_run_id)]
+        result, histories = await run_to_end(
+            tclient, RunInput(agent=adding.name, prompt="12", continue_as_new_after_events=40),
+            task_queue=queue, id=f"chain-can-{uuid4().hex[:8]}")
     assert result.output == "done after 26 messages"
     assert len(histories) >= 3
     for events in histories[1:]:

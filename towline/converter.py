@@ -19,9 +19,7 @@ as an activity's exception, keep theirs).
 from __future__ import annotations
 
 import contextlib
-import gc
-import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import to_json
@@ -38,6 +36,7 @@ from temporalio.converter import (
 )
 
 from towline.errors import RunFailure
+from towline.heap import paused_gc
 from towline.messages import COMPACT
 
 __all__ = [
@@ -45,42 +44,12 @@ __all__ = [
     "TowlineFailureConverter",
     "TowlineEncodedFailureConverter",
     "failure_converter_for",
-    "paused_gc",
     "BULK",
 ]
 
 
 BULK = 512 * 1024
 """Payload bytes from which decoding pauses the garbage collector (`paused_gc`)."""
-_gc_lock = threading.Lock()
-_gc_pauses = [0, False]  # active pauses, and whether the collector was enabled before the first
-
-
-@contextlib.contextmanager
-def paused_gc() -> Generator[None]:
-    """Pause Python's cyclic garbage collector while a large value is built.
-
-    Building a long conversation (a continued run's carried messages: 20,000 messages
-    are some 100,000 objects) triggers full collections that scan every object the
-    worker holds, over and over: with the collector on, validating them took 5x
-    as long, enough to trip the workflow deadlock detector on a loaded worker.
-    Reference counting still frees everything as usual. Pauses nest and may overlap
-    across threads; the collector is re-enabled when the last one ends, if it was on.
-    """
-    with _gc_lock:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
-
-
 class _CompactJSON(PydanticJSONPlainPayloadConverter):
     """pydantic JSON, messages without their default fields (`towline.messages.COMPACT`)."""
 

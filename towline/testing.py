@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
@@ -23,10 +24,11 @@ from towline.client import with_towline
 from towline.models import Model
 from towline.payload_store import PayloadStore
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
+from towline.results import RunInput, RunResult
 
 __all__ = [
-    "towline_worker", "history_events", "execution_histories", "assert_replays", "replay_histories", "replay_runs",
-    "load_history", "ReplayOutcome",
+    "towline_worker", "history_events", "execution_histories", "run_to_end", "assert_replays",
+    "replay_histories", "replay_runs", "load_history", "ReplayOutcome",
 ]
 
 
@@ -83,6 +85,18 @@ async def execution_histories(
         run_id = (last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
                   or None)
     return found
+
+
+async def run_to_end(
+    client: Client, inp: RunInput, *, task_queue: str, id: str
+) -> tuple[RunResult, list[list[HistoryEvent]]]:
+    """Start an `AgentRun`, wait for its result, and read the events of every execution it
+    went through (first to last, following continue-as-new)."""
+    handle = await client.start_workflow("AgentRun", inp, id=id, task_queue=task_queue,
+                                         result_type=RunResult)
+    result = await handle.result()
+    chain = await execution_histories(client, handle.id, handle.first_execution_run_id)
+    return result, [list(h.events) for h in chain]
 
 
 async def assert_replays(

@@ -21,8 +21,8 @@ from pydantic_core import from_json
 from temporalio import workflow
 from temporalio.common import RawValue
 
-from towline.converter import paused_gc
 from towline.errors import InvalidRunInput
+from towline.heap import paused_gc
 from towline.results import RunInput
 
 __all__ = ["decode_run_input", "agent_named_in", "describe_errors"]
