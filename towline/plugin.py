@@ -58,8 +58,6 @@ from towline.payload_store import payload_store as payload_store_of
 from towline.payloads import register_payload_limit
 from towline.registration import (
     ATTRIBUTE_CACHE,
-    register_search_attributes,
-    registered_search_attributes,
 )
 from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
@@ -298,10 +296,9 @@ class TowlinePlugin(SimplePlugin):
         """
         client, namespace = worker.client, worker.client.namespace
         try:
-            await register_search_attributes(client, namespace)
-            ATTRIBUTE_CACHE.put(client, namespace, await registered_search_attributes(client, namespace))
-        except Exception as e:  # noqa: BLE001 - e.g. a namespace that forbids operator calls
-            _log.warning("towline search attributes not registered: %s", e)
+            await ATTRIBUTE_CACHE.register(client, namespace)
+        except Exception as e:  # noqa: BLE001 - not even listed: runs ask again as they start
+            _log.warning("towline search attributes not listed: %s", e)
         settle_heap()
         self._running_workers += 1
         try:

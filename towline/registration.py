@@ -221,11 +221,17 @@ class AttributeCache:
             pending.add_done_callback(lambda _: self._pending.pop(flight, None))
         return await asyncio.shield(pending)
 
+    async def register(self, client: temporalio.client.Client, namespace: str) -> frozenset[str]:
+        """Register the towline attributes (idempotently; a worker does so as it starts) and
+        keep the answer. Raises if the server cannot even list them."""
+        return await self._refresh(client, namespace, self._key(client, namespace), register=True)
+
     async def _refresh(
-        self, client: temporalio.client.Client, namespace: str, key: tuple[str, str]
+        self, client: temporalio.client.Client, namespace: str, key: tuple[str, str],
+        register: bool = False,
     ) -> frozenset[str]:
         self.refreshes += 1
-        if key not in self._registered:
+        if register or key not in self._registered:
             try:
                 await register_search_attributes(client, namespace)
             except Exception as e:  # noqa: BLE001 - a namespace may forbid operator calls
