@@ -10,10 +10,14 @@ per event, keyed by the call's idempotency key (stable across attempts):
 
 - `exec.log`: every entry into a tool function (tool, key, label, workflow and activity
   id, attempt, pid, time);
-- `effects.log`: every applied effect. A non-idempotent tool applies its effect on every
+- `effects.log`: every effect of a non-idempotent tool. It applies its effect on every
   execution (as a payment or an e-mail would), so a duplicate shows up as two lines for one
-  key; an idempotent tool applies it once per key (an `O_EXCL` marker), as a well-built
-  idempotent tool does.
+  key;
+- `marks/`: every effect of an idempotent tool, one file per key holding its record. The
+  file is the effect and its own once-per-key guard, created whole in one atomic step, as a
+  well-built idempotent tool applies its effect and records its key in one transaction.
+
+`read_effects` reads both.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -52,6 +57,7 @@ __all__ = [
     "make_plan",
     "plan_prompt",
     "expected",
+    "read_effects",
     "read_log",
 ]
 
@@ -107,15 +113,25 @@ def _effect(ctx: ToolContext, label: str) -> None:
 
 
 def _effect_once(ctx: ToolContext, label: str) -> None:
-    """Apply the effect unless this idempotency key already did (the key is the marker)."""
+    """Apply the effect unless this idempotency key already did.
+
+    The effect is the key's file: its record is written to a draft first, then linked into
+    place under the key's name (`link` refuses a name that exists). A worker SIGKILLed
+    anywhere in here leaves the whole effect or none. A marker written apart from its effect
+    could be left alone by a kill between the two, and every later attempt would skip the
+    effect for good (the chaos bench once caught exactly that).
+    """
     marks = _folder() / "marks"
     marks.mkdir(exist_ok=True)
+    name = ctx.idempotency_key.replace("/", "__")
+    draft = marks / f".{name}.{os.getpid()}.{threading.get_ident()}"
+    draft.write_text(json.dumps(_record(ctx, label), sort_keys=True))
     try:
-        fd = os.open(marks / ctx.idempotency_key.replace("/", "__"), os.O_CREAT | os.O_EXCL)
+        os.link(draft, marks / name)
     except FileExistsError:
-        return
-    os.close(fd)
-    _effect(ctx, label)
+        pass
+    finally:
+        draft.unlink()
 
 
 @tool(idempotent=True, retry_policy=_RETRY)
@@ -312,3 +328,13 @@ def read_log(folder: Path, name: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_effects(folder: Path) -> list[dict[str, Any]]:
+    """Every applied effect: the non-idempotent tools' log, then the idempotent tools' keys.
+
+    Drafts (dot files) are left out: a draft never linked into place is no effect.
+    """
+    marks = folder / "marks"
+    keyed = sorted(marks.glob("[!.]*")) if marks.exists() else []
+    return read_log(folder, "effects.log") + [json.loads(p.read_text()) for p in keyed]

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_agents import IDEMPOTENT, NON_IDEMPOTENT, Call, expected, read_log
+from chaos_agents import IDEMPOTENT, NON_IDEMPOTENT, Call, expected, read_effects, read_log
 
 from towline.messages import ModelResponse, ToolReturnPart
 from towline.results import Counters, PartialRun, RunResult
@@ -170,7 +170,7 @@ class _Logs:
 
     def __init__(self, folder: Path) -> None:
         self.execs = read_log(folder, "exec.log")
-        self.effects = read_log(folder, "effects.log")
+        self.effects = read_effects(folder)
         self.attempts = read_log(folder, "attempts.log")
 
 

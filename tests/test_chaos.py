@@ -80,6 +80,16 @@ async def test_verdict_catches_a_duplicate_effect_and_a_wrong_ledger(
     assert doubled.duplicate_effects == 1 and not doubled.ok
 
     (folder / "effects.log").write_text("".join(json.dumps(e) + "\n" for e in effects))
+    mark = next(p for p in sorted((folder / "marks").iterdir()) if not p.name.startswith("."))
+    label = json.loads(mark.read_text())["label"]
+    kept = mark.read_bytes()
+    mark.unlink()  # an idempotent call's effect, lost
+    try:
+        lost = analyse(result.records, folder, result.kills, SMALL.seed)
+    finally:
+        mark.write_bytes(kept)
+    assert any(label in m for m in lost.lost_effects) and not lost.ok
+
     records = [r for r in result.records if r.status == "COMPLETED"]
     wrong = records[0]
     last = wrong.snapshots[-1]
