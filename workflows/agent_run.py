@@ -3,8 +3,9 @@
 Each turn (`turn.run_turn`) makes one model request through the hooks; the
 admitted tool calls then execute as activities (`tool_exec`). The run ends with
 a final output, or fails with a non-retryable `RunFailure` whose details carry
-the partial run. Queries `state`/`messages`, updates `approve`/`reject`/`send`
-and the signal `cancel` make it inspectable and steerable while it runs.
+the partial run. Queries `state`/`messages`, the update `send` and the signals
+`cancel`/`end` (`handlers`), and the updates `approve`/`reject` (`hook_api`) make it
+inspectable and steerable while it runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
@@ -35,19 +36,17 @@ from towline.errors import (
 from towline.events import preview
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
-    MESSAGES,
     ModelRequest,
-    ModelResponse,
     UserPart,
 )
 from towline.registry import WorkerAgents, worker_agents
-from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
-from towline.request_refs import REQUEST_QUERY
+from towline.request_chain import RequestBook
 from towline.results import Counters, PartialRun, RunInput, RunResult, WorkerFacts
 
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
-from .hook_api import ApprovalDecision, HookApi
+from .handlers import RunHandlers, SendInput
+from .hook_api import ApprovalDecision
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run
@@ -56,7 +55,6 @@ from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 from .versions import (
     AGENT_VERSIONS,
-    CANCELLED_SESSION,
     CARRIED_FACTS,
     EARLY_STATUS,
     TRUNCATED_OUTPUT,
@@ -66,17 +64,6 @@ from .versions import (
 )
 
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
-
-
-class SendInput(BaseModel):
-    """The argument of the `send` update: the next user message."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    content: str
-    """The message."""
-
-
 
 
 def _result(run: Run, output: Any) -> RunResult:
@@ -112,7 +99,7 @@ def _carried_facts(args: Sequence[Any]) -> WorkerFacts | None:
 
 
 @workflow.defn(name="AgentRun")
-class AgentRun(HookApi):
+class AgentRun(RunHandlers):
     """Runs one agent to a final output (see DESIGN.md for every invariant)."""
 
     @workflow.init
@@ -377,34 +364,6 @@ class AgentRun(HookApi):
             return CONTINUE
         return text_output(run, response)
 
-    async def _next_session_message(self, run: Run, inp: RunInput) -> bool:
-        """In a session, wait for the next `send`; False when the session ends."""
-        if not inp.session:
-            return False
-        run.confirm("waiting")
-        try:
-            await workflow.wait_condition(
-                lambda: bool(self._inbox) or self._cancelled or self._ending,
-                timeout=inp.session_timeout,
-            )
-        except TimeoutError:
-            return False
-        if self._cancelled:
-            if since(CANCELLED_SESSION):
-                self._check_cancelled()
-            return False
-        if not self._inbox:  # `end`: the session is over, with its last answer as output
-            return False
-        run.confirm("running")
-        return True
-
-    def _drain_inbox(self, run: Run) -> None:
-        while self._inbox:
-            content = self._inbox.pop(0)
-            emit("user", content=preview(content))  # streaming
-            run.append(ModelRequest(parts=[UserPart(content=content)]))
-            self._consumed += 1
-
     def _should_continue_as_new(self, run: Run, inp: RunInput) -> bool:
         # Not while a handler (a `send` waiting for its answer) is in flight: it
         # would wait for an answer only this execution can give. Streaming: a subscriber's
@@ -418,72 +377,3 @@ class AgentRun(HookApi):
                                 chain=self.request_book.last_chain(), stream=self.stream.carried())
         self._released = release(run, self.request_book, inp)
         workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
-
-    # --- multi-turn, queries, cancel ------------------------------------------------------
-
-    @workflow.update
-    async def send(self, message: SendInput) -> Any:
-        """Queue the next user message; returns the answer the run gives to it."""
-        self._inbox.append(message.content)
-        target = self._consumed + len(self._inbox)
-        self._sends += 1
-        try:
-            await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
-        finally:
-            self._sends -= 1
-        return next(out for n, out in self._answers if n >= target)
-
-    @send.validator
-    def _validate_send(self, message: SendInput) -> None:
-        if not message.content.strip():
-            raise ValueError("empty message")
-        if self._ended:
-            raise ValueError("the run has ended; start a new run with its messages as history")
-
-    @workflow.signal
-    def cancel(self) -> None:
-        """Cancel the run at its next step boundary (or while it waits): it fails `Cancelled`."""
-        self._cancelled = True
-
-    @workflow.signal
-    def end(self) -> None:
-        """End a session once it has answered what it was sent: it completes with that answer."""
-        self._ending = True
-
-    @workflow.query
-    def state(self) -> dict[str, Any]:
-        """Counters, status, pending approvals, contributed state and usage."""
-        run = self._run
-        if run is None:
-            return {"agent": None, "status": "starting", "counters": None, "usage": None,
-                    "pending_approvals": {}, "state": {}}
-        return {
-            "agent": run.agent.name, "status": run.status,
-            "counters": run.counters.model_dump(mode="json"),
-            "usage": run.usage.model_dump(mode="json"),
-            "pending_approvals": run.pending_approvals,
-            "state": run.state,
-        }
-
-    @workflow.query(name=REQUEST_INPUT_QUERY)
-    def request_input(self, query: RequestQuery) -> str:
-        """An in-flight model request's messages (after a key the worker holds) and
-        definitions, as JSON: what a model activity's worker lacks (`towline.request_chain`)."""
-        return self.request_book.answer(query).model_dump_json()
-
-    @workflow.query(name=REQUEST_QUERY)
-    def request_messages(self, key: str) -> str:
-        """The full messages of an in-flight model request, as JSON (the earlier protocol's
-        query, for activities scheduled by earlier code)."""
-        pending = self.request_book.pending.get(int(key)) if key.isdigit() else None
-        if pending is None:
-            raise ValueError(f"no model request {key!r} is in flight")
-        return MESSAGES.dump_json(pending.messages).decode()
-
-    @workflow.query
-    def messages(self) -> list[ModelRequest | ModelResponse]:
-        """The canonical history so far."""
-        if self._released:  # never an empty answer that looks like a conversation
-            raise ValueError("this execution has continued as new: its conversation is in the "
-                             "next execution (query the workflow without a run id)")
-        return list(self._run.messages) if self._run else []

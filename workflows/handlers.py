@@ -1,0 +1,144 @@
+"""What reaches a live `AgentRun` from outside: the `send` update and the session's wait,
+the `cancel` and `end` signals, and the queries (a base of `AgentRun`).
+
+Kept apart from the run's loop so that `agent_run.py` reads as the loop alone. The handlers
+only queue a message or set a flag; the loop acts on them at its next step boundary, so no
+handler changes the conversation or the counters in the middle of a step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from temporalio import workflow
+
+from towline.events import preview
+from towline.messages import MESSAGES, ModelRequest, ModelResponse, UserPart
+from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
+from towline.request_refs import REQUEST_QUERY
+from towline.results import RunInput
+
+from .events import emit
+from .hook_api import HookApi
+from .run import Run
+from .versions import CANCELLED_SESSION, since
+
+__all__ = ["RunHandlers", "SendInput"]
+
+
+class SendInput(BaseModel):
+    """The argument of the `send` update: the next user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    """The message."""
+
+
+class RunHandlers(HookApi):
+    """Updates, signals and queries of a run, and the session's wait for the next message."""
+
+    _ending: bool
+    _ended: bool
+    _released: bool
+    _sends: int
+    _inbox: list[str]
+    _answers: list[tuple[int, Any]]
+    _consumed: int
+    request_book: RequestBook
+
+    async def _next_session_message(self, run: Run, inp: RunInput) -> bool:
+        """In a session, wait for the next `send`; False when the session ends."""
+        if not inp.session:
+            return False
+        run.confirm("waiting")
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._cancelled or self._ending,
+                timeout=inp.session_timeout,
+            )
+        except TimeoutError:
+            return False
+        if self._cancelled:
+            if since(CANCELLED_SESSION):
+                self._check_cancelled()
+            return False
+        if not self._inbox:  # `end`: the session is over, with its last answer as output
+            return False
+        run.confirm("running")
+        return True
+
+    def _drain_inbox(self, run: Run) -> None:
+        while self._inbox:
+            content = self._inbox.pop(0)
+            emit("user", content=preview(content))  # streaming
+            run.append(ModelRequest(parts=[UserPart(content=content)]))
+            self._consumed += 1
+
+    @workflow.update
+    async def send(self, message: SendInput) -> Any:
+        """Queue the next user message; returns the answer the run gives to it."""
+        self._inbox.append(message.content)
+        target = self._consumed + len(self._inbox)
+        self._sends += 1
+        try:
+            await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
+        finally:
+            self._sends -= 1
+        return next(out for n, out in self._answers if n >= target)
+
+    @send.validator
+    def _validate_send(self, message: SendInput) -> None:
+        if not message.content.strip():
+            raise ValueError("empty message")
+        if self._ended:
+            raise ValueError("the run has ended; start a new run with its messages as history")
+
+    @workflow.signal
+    def cancel(self) -> None:
+        """Cancel the run at its next step boundary (or while it waits): it fails `Cancelled`."""
+        self._cancelled = True
+
+    @workflow.signal
+    def end(self) -> None:
+        """End a session once it has answered what it was sent: it completes with that answer."""
+        self._ending = True
+
+    @workflow.query
+    def state(self) -> dict[str, Any]:
+        """Counters, status, pending approvals, contributed state and usage."""
+        run = self._run
+        if run is None:
+            return {"agent": None, "status": "starting", "counters": None, "usage": None,
+                    "pending_approvals": {}, "state": {}}
+        return {
+            "agent": run.agent.name, "status": run.status,
+            "counters": run.counters.model_dump(mode="json"),
+            "usage": run.usage.model_dump(mode="json"),
+            "pending_approvals": run.pending_approvals,
+            "state": run.state,
+        }
+
+    @workflow.query(name=REQUEST_INPUT_QUERY)
+    def request_input(self, query: RequestQuery) -> str:
+        """An in-flight model request's messages (after a key the worker holds) and
+        definitions, as JSON: what a model activity's worker lacks (`towline.request_chain`)."""
+        return self.request_book.answer(query).model_dump_json()
+
+    @workflow.query(name=REQUEST_QUERY)
+    def request_messages(self, key: str) -> str:
+        """The full messages of an in-flight model request, as JSON (the earlier protocol's
+        query, for activities scheduled by earlier code)."""
+        pending = self.request_book.pending.get(int(key)) if key.isdigit() else None
+        if pending is None:
+            raise ValueError(f"no model request {key!r} is in flight")
+        return MESSAGES.dump_json(pending.messages).decode()
+
+    @workflow.query
+    def messages(self) -> list[ModelRequest | ModelResponse]:
+        """The canonical history so far."""
+        if self._released:  # never an empty answer that looks like a conversation
+            raise ValueError("this execution has continued as new: its conversation is in the "
+                             "next execution (query the workflow without a run id)")
+        return list(self._run.messages) if self._run else []
