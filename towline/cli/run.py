@@ -45,18 +45,16 @@ from towline.cli.common import (
     ui_base,
     workflow_url,
 )
+from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.render import format_call, short
 from towline.cli.server import (
     DEFAULT_UI_PORT,
     GRACEFUL_SHUTDOWN,
     Embedded,
-    Observability,
-    add_tracing_option,
     choose_port,
     say,
     start_embedded,
     stop_event,
-    tracing,
 )
 from towline.cli.watch import stream_run
 from towline.client import run_error, start_run, with_towline
