@@ -5,37 +5,29 @@ Admission runs before any I/O: duplicate ids, a truncated response and the
 inventory, the request's selected (executable) set and ancestor authority, and
 its arguments against the prepared validator. Admitted calls pass through every
 `before_tool_execute` hook (identity immutable, arguments re-validated), then
-execute in parallel, one activity each. Every call gets exactly one return.
+execute in parallel, one activity each (`tool_call`). Every call gets exactly one return.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
-from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
-from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from towline import telemetry
-from towline.activities.io import ENTERED_KEY, ToolActivityResult
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.errors import (
     Cancelled,
     CapabilityViolation,
     DuplicateToolCallId,
-    ModelRetry,
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
-    ToolError,
     ToolRetriesExhausted,
     UncertainToolEffect,
     UsageLimitExceeded,
@@ -44,45 +36,26 @@ from towline.errors import (
 )
 from towline.events import preview
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
-from towline.tools import Tool, ToolContext, ToolDefinition, ToolResult
+from towline.tools import ToolContext, ToolDefinition
 
 from .events import emit
-from .guard import Guard, guarded, is_user_code
 from .hooks import (
     apply_reducers,
     call_hook,
     check_jsonable,
     hook_failure,
-    maybe_await,
     where_of,
 )
-from .mcp_tools import not_started, tool_activity_input
+from .mcp_tools import tool_activity_input
 from .run import Run, oversize, run_payload_limit
-from .versions import TOOL_ENTRY, since
+from .tool_call import Admitted, run_one
 
 __all__ = ["run_tool_calls"]
-
-
-@dataclass
-class _Call:
-    index: int
-    call: ToolCallPart
-    tool: Tool
-    ctx: ToolContext
-    state: dict[str, Any] | None = None
-    """The `ToolResult.state` update the tool returned, if any."""
-    cancelled: bool = False
-    """The activity was cancelled (the run was cancelled while it ran)."""
 
 
 def _identity(call: ToolCallPart) -> tuple[str, str, str, str]:
     return (call.tool_call_id, call.tool_name, call.kind,
             json.dumps(call.metadata, sort_keys=True, default=str))
-
-
-def _short(args: Mapping[str, Any], limit: int = 60) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _Batch:
@@ -157,7 +130,7 @@ async def run_tool_calls(
 async def _admit(
     run: Run, caps: Sequence[CapabilityLike], batch: _Batch,
     selected: Mapping[str, ToolDefinition], step: int,
-) -> list[_Call]:
+) -> list[Admitted]:
     # Calls are admitted concurrently, so hooks that wait (approvals) wait side by side.
     admitted = await asyncio.gather(
         *(_admit_one(run, caps, batch, selected, step, i, call) for i, call in enumerate(batch.calls))
@@ -173,7 +146,7 @@ async def _admit(
 async def _admit_one(
     run: Run, caps: Sequence[CapabilityLike], batch: _Batch,
     selected: Mapping[str, ToolDefinition], step: int, i: int, call: ToolCallPart,
-) -> _Call | None:
+) -> Admitted | None:
     """Authority, validation and `before_tool_execute` for one call; None if it won't run."""
     tool = run.tools.get(call.tool_name)
     if tool is None:
@@ -212,7 +185,7 @@ async def _admit_one(
         batch.record(i, "not_executed", f"arguments of {size} bytes exceed the "
                      f"{run_payload_limit()}-byte payload limit")
         return None
-    return _Call(i, hooked, tool, ctx)
+    return Admitted(i, hooked, tool, ctx)
 
 
 async def _before_hooks(
@@ -255,7 +228,7 @@ async def _before_hooks(
     return call
 
 
-async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, ready: list[_Call]) -> None:
+async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, ready: list[Admitted]) -> None:
     if not ready:
         return
     run.bump(tool_calls=run.counters.tool_calls + len(ready))
@@ -286,12 +259,12 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
                 batch.fail(hook_failure(e, where))
 
 
-async def _run_streamed(run: Run, batch: _Batch, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
+async def _run_streamed(run: Run, batch: _Batch, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
     """Streaming: `_run_one` between its `tool_start` and `tool_end` events."""
     batch.started.add(c.index)
     emit("tool_start", step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
          args=c.call.args)
-    status, content, usage = await _run_one(run, c)
+    status, content, usage = await run_one(run, c)
     _emit_end(c.ctx.run_step, ToolReturnPart(tool_name=c.tool.name, tool_call_id=c.call.tool_call_id,
                                               content=content, status=status))
     return status, content, usage
@@ -302,71 +275,7 @@ def _emit_end(step: int, ret: ToolReturnPart) -> None:
          content=preview(ret.content))
 
 
-async def _run_one(run: Run, c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
-    tool, call = c.tool, c.call
-    if tool.in_workflow:
-        with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
-            return await _run_in_workflow(c)
-    inp = tool_activity_input(tool, call.args, c.ctx)
-    try:
-        res = await workflow.execute_activity(
-            tool.activity_name, inp, result_type=ToolActivityResult,
-            start_to_close_timeout=tool.start_to_close_timeout,
-            heartbeat_timeout=tool.heartbeat_timeout or run.agent.tool_heartbeat_timeout,
-            retry_policy=tool.effective_retry_policy(),
-            summary=f"{tool.name}({_short(call.args)})",
-        )
-    except ActivityError as e:
-        cause = e.cause or e
-        if isinstance(cause, CancelledError):
-            c.cancelled = True
-            return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
-        if tool.idempotent or not_started(cause):  # retried, or certainly without effect
-            return "failed", f"failed after retries: {cause}", Usage()
-        if _never_entered(cause) and since(TOOL_ENTRY):
-            reason = f"not executed: every attempt lost its worker before the tool started ({cause})"
-            return "not_executed", reason, Usage()
-        return "unknown", f"{type(cause).__name__}: {cause}", Usage()
-    c.state = res.state
-    return res.status, res.content, res.usage
-
-
-def _never_entered(cause: BaseException) -> bool:
-    """Whether a timed-out attempt's last heartbeat proves the tool function never started."""
-    if not isinstance(cause, ActivityTimeout):
-        return False
-    return not any(isinstance(d, dict) and ENTERED_KEY in d for d in cause.last_heartbeat_details)
-
-
-async def _run_in_workflow(c: _Call) -> tuple[ToolReturnStatus, Any, Usage]:
-    parsed = c.tool.args_model.model_validate(c.call.args)
-    kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
-    args = (c.ctx,) if c.tool.takes_ctx else ()
-    call = functools.partial(c.tool.function, **kwargs)
-    guard = Guard(f"tool {c.tool.name!r}", capability=f"tool {c.tool.name!r}", hook=c.tool.name)
-    try:
-        if is_user_code(c.tool.function):
-            result = await guarded(guard, call, *args)
-        else:  # towline's own (a sub-agent's delegation, write_todos)
-            result = await maybe_await(call(*args))
-    except ModelRetry as e:
-        return "retry", e.message, Usage()
-    except ToolError as e:
-        return "failed", e.message, e.usage or Usage()
-    except Exception as e:  # like an activity that raised: the effect is uncertain
-        if is_runtime_failure(e):
-            raise  # e.g. the tool did something that would not replay: the run fails
-        detail = f"{type(e).__name__}: {e}"
-        if c.tool.idempotent:
-            return "failed", f"failed: {detail}", Usage()
-        return "unknown", detail, Usage()
-    if isinstance(result, ToolResult):
-        c.state = result.state
-        return "succeeded", result.content, result.usage
-    return "succeeded", result, Usage()
-
-
-def _apply_state(run: Run, batch: _Batch, c: _Call) -> None:
+def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:
     """Commit a succeeded call's `ToolResult.state` update (reducer, else last write)."""
     update = dict(c.state or {})
     schema = run.agent.state_schema

@@ -40,7 +40,7 @@ from towline.cli.common import (
     ui_base,
     workflow_url,
 )
-from towline.cli.run import Progress
+from towline.cli.progress import Progress
 from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
 from towline.client import run_error, start_run
 from towline.messages import MESSAGES

@@ -26,7 +26,7 @@ from temporalio.exceptions import TerminatedError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from towline.agent import OUTPUT_TOOL_NAME, Agent
+from towline.agent import Agent
 from towline.cli.common import (
     CliError,
     Target,
@@ -46,7 +46,7 @@ from towline.cli.common import (
     workflow_url,
 )
 from towline.cli.observe import Observability, add_tracing_option, tracing
-from towline.cli.render import format_call, short
+from towline.cli.progress import Progress, Session
 from towline.cli.server import (
     DEFAULT_UI_PORT,
     GRACEFUL_SHUTDOWN,
@@ -59,128 +59,18 @@ from towline.cli.server import (
 from towline.cli.watch import stream_run
 from towline.client import run_error, start_run, with_towline
 from towline.ledger import format_cost
-from towline.messages import MESSAGES, Message, ModelRequest, ModelResponse
+from towline.messages import MESSAGES
 from towline.options import Limits
 from towline.payload_store import STORE_ENV
 from towline.results import RunResult
 
-__all__ = ["run_command", "Progress", "register"]
+__all__ = ["run_command", "register"]
 
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
 _QUERY_TIMEOUT = timedelta(seconds=2)
 IDLE_HINT_AFTER = 10.0
 """Seconds without any progress after which `towline run` asks whether a worker is running."""
-
-
-class Progress:
-    """Prints each new message of a run once: tool calls, their returns, retries, answers."""
-
-    def __init__(self, workflow_id: str, *, quiet: bool = False) -> None:
-        self.workflow_id = workflow_id
-        self.quiet = quiet
-        self.printed: set[str] = set()
-        self.step = 0
-        self.status = "running"
-        self.announced: set[str] = set()
-        self.approving = False
-
-    def _say(self, line: str) -> None:
-        if not self.quiet:
-            say(line)
-
-    def hint(self, line: str) -> None:
-        """A one-off remark about the run (shown even when nothing else is)."""
-        self._say(line)
-
-    def messages(self, messages: list[Message]) -> None:
-        """Print the messages not printed yet (by stable id), in order."""
-        for m in messages:
-            if m.id and m.id in self.printed:
-                continue
-            if m.id:
-                self.printed.add(m.id)
-            if isinstance(m, ModelResponse):
-                self._response(m)
-            else:
-                self._request(m)
-
-    def _response(self, m: ModelResponse) -> None:
-        self.step += 1
-        calls = [format_call(c.tool_name, c.args, 80) for c in m.tool_calls]
-        if calls:
-            self._say(f"[step {self.step}] model calls {', '.join(calls)}")
-        if m.text:
-            self._say(f"[step {self.step}] model answers: {short(m.text, 100)}")
-        if not calls and not m.text:
-            self._say(f"[step {self.step}] model gave an empty response")
-
-    def _request(self, m: ModelRequest) -> None:
-        for p in m.parts:
-            if p.part_kind == "tool_return":
-                self._say(f"[step {self.step}]   {p.tool_name} -> {short(p.content, 80)}"
-                          f"  ({p.status})")
-            elif p.part_kind == "retry":
-                self._say(f"[step {self.step}]   retry: {short(p.content, 100)}")
-            elif p.part_kind == "user" and self.step > 0:
-                self._say(f"[user] {short(p.content, 100)}")
-
-    def state(self, state: dict[str, Any]) -> None:
-        """Report status changes and tool calls waiting for approval."""
-        status = str(state.get("status", self.status))
-        pending: dict[str, Any] = state.get("pending_approvals") or {}
-        for call_id, info in pending.items():
-            if call_id in self.announced:
-                continue
-            self.announced.add(call_id)
-            call = format_call(str(info.get("tool_name")), dict(info.get("args") or {}), 80)
-            self._say(f"waiting for approval: {call}  (call id {call_id})\n"
-                      f"  towline approve {self.workflow_id} {call_id}   "
-                      f"or   towline reject {self.workflow_id} {call_id}")
-        if status != self.status and status == "running" and self.status == "waiting" and (
-                self.approving):
-            self._say("resumed")
-        self.approving = bool(pending)  # a session waiting for a message is not "resumed"
-        self.status = status
-
-
-class Session:
-    """`towline run --session`: prints the answer to the prompt once the session waits."""
-
-    def __init__(self, agent: Agent, workflow_id: str) -> None:
-        self.agent = agent
-        self.workflow_id = workflow_id
-        self.answered = False
-
-    def answer(self, messages: list[Message]) -> Any:
-        """The output of the last response: its text, or the output tool's arguments."""
-        last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
-        if last is None:
-            return None
-        for call in last.tool_calls:
-            if call.tool_name == OUTPUT_TOOL_NAME:
-                return call.args.get("response") if self.agent.output_wrapped else call.args
-        return last.text
-
-    def observe(self, state: dict[str, Any], messages: list[Message]) -> None:
-        """Print the first answer when the session first waits for a message."""
-        if self.answered or state.get("status") != "waiting" or state.get("pending_approvals"):
-            return
-        if not any(isinstance(m, ModelResponse) for m in messages):
-            return
-        self.answered_with(self.answer(messages))
-
-    def answered_with(self, answer: Any) -> None:
-        """Print the session's first answer (stdout) and how to go on (once)."""
-        if self.answered:
-            return
-        self.answered = True
-        print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, ensure_ascii=False))
-        sys.stdout.flush()
-        wid = self.workflow_id
-        say(f"Session {wid} waits for the next message: towline send {wid} \"...\" (from another "
-            f"terminal); it ends after an idle timeout, or with towline cancel {wid}. Ctrl-C "
-            "leaves it open.")
 
 
 async def _poll(

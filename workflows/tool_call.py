@@ -1,0 +1,119 @@
+"""Running one admitted tool call: as an activity, or in the workflow for a tool that runs
+there, and what each way of failing means for its return record.
+
+A non-idempotent activity that failed after its function may have started is `unknown`
+(its effect is uncertain and the run fails `UncertainToolEffect`), unless its heartbeat
+proves that the function never started. An idempotent one, or one that certainly never ran,
+is `failed` and counts as a retry.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+from towline import telemetry
+from towline.activities.io import ENTERED_KEY, ToolActivityResult
+from towline.errors import ModelRetry, ToolError, is_runtime_failure
+from towline.messages import ToolCallPart, ToolReturnStatus, Usage
+from towline.tools import Tool, ToolContext, ToolResult
+
+from .guard import Guard, guarded, is_user_code
+from .hooks import maybe_await
+from .mcp_tools import not_started, tool_activity_input
+from .run import Run
+from .versions import TOOL_ENTRY, since
+
+__all__ = ["Admitted", "run_one"]
+
+
+@dataclass
+class Admitted:
+    """One admitted call, ready to run: its record's index in the batch, the call after
+    every `before_tool_execute` hook, the tool and its context."""
+
+    index: int
+    call: ToolCallPart
+    tool: Tool
+    ctx: ToolContext
+    state: dict[str, Any] | None = None
+    """The `ToolResult.state` update the tool returned, if any."""
+    cancelled: bool = False
+    """The activity was cancelled (the run was cancelled while it ran)."""
+
+
+def _short(args: Mapping[str, Any], limit: int = 60) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
+    """Run the call; its return status, content and usage (`c.state`: its state update)."""
+    tool, call = c.tool, c.call
+    if tool.in_workflow:
+        with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
+            return await _run_in_workflow(c)
+    inp = tool_activity_input(tool, call.args, c.ctx)
+    try:
+        res = await workflow.execute_activity(
+            tool.activity_name, inp, result_type=ToolActivityResult,
+            start_to_close_timeout=tool.start_to_close_timeout,
+            heartbeat_timeout=tool.heartbeat_timeout or run.agent.tool_heartbeat_timeout,
+            retry_policy=tool.effective_retry_policy(),
+            summary=f"{tool.name}({_short(call.args)})",
+        )
+    except ActivityError as e:
+        cause = e.cause or e
+        if isinstance(cause, CancelledError):
+            c.cancelled = True
+            return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
+        if tool.idempotent or not_started(cause):  # retried, or certainly without effect
+            return "failed", f"failed after retries: {cause}", Usage()
+        if _never_entered(cause) and since(TOOL_ENTRY):
+            reason = f"not executed: every attempt lost its worker before the tool started ({cause})"
+            return "not_executed", reason, Usage()
+        return "unknown", f"{type(cause).__name__}: {cause}", Usage()
+    c.state = res.state
+    return res.status, res.content, res.usage
+
+
+def _never_entered(cause: BaseException) -> bool:
+    """Whether a timed-out attempt's last heartbeat proves the tool function never started."""
+    if not isinstance(cause, ActivityTimeout):
+        return False
+    return not any(isinstance(d, dict) and ENTERED_KEY in d for d in cause.last_heartbeat_details)
+
+
+async def _run_in_workflow(c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
+    parsed = c.tool.args_model.model_validate(c.call.args)
+    kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    args = (c.ctx,) if c.tool.takes_ctx else ()
+    call = functools.partial(c.tool.function, **kwargs)
+    guard = Guard(f"tool {c.tool.name!r}", capability=f"tool {c.tool.name!r}", hook=c.tool.name)
+    try:
+        if is_user_code(c.tool.function):
+            result = await guarded(guard, call, *args)
+        else:  # towline's own (a sub-agent's delegation, write_todos)
+            result = await maybe_await(call(*args))
+    except ModelRetry as e:
+        return "retry", e.message, Usage()
+    except ToolError as e:
+        return "failed", e.message, e.usage or Usage()
+    except Exception as e:  # like an activity that raised: the effect is uncertain
+        if is_runtime_failure(e):
+            raise  # e.g. the tool did something that would not replay: the run fails
+        detail = f"{type(e).__name__}: {e}"
+        if c.tool.idempotent:
+            return "failed", f"failed: {detail}", Usage()
+        return "unknown", detail, Usage()
+    if isinstance(result, ToolResult):
+        c.state = result.state
+        return "succeeded", result.content, result.usage
+    return "succeeded", result, Usage()
