@@ -114,7 +114,6 @@ def test_the_collector_pause_nests_and_restores() -> None:
         gc.enable()
 
 
-
 SHORT = 120
 
 

@@ -56,9 +56,7 @@ from towline.models import Model
 from towline.payload_store import PayloadStore
 from towline.payload_store import payload_store as payload_store_of
 from towline.payloads import register_payload_limit
-from towline.registration import (
-    ATTRIBUTE_CACHE,
-)
+from towline.registration import ATTRIBUTE_CACHE
 from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
 from towline.workflows import AgentRun
