@@ -88,6 +88,7 @@ class ModelActivities:
                                       settings=req.settings)
         info = ModelInfo(
             tools=defs.tools, output_tools=defs.output_tools, settings=defs.settings,
+            output_mode=defs.output_mode, output_schema=defs.output_schema,
             model_name=req.model, run_step=req.run_step, agent=req.agent,
         )
         note_request_messages(messages, defs.settings)

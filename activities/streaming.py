@@ -34,6 +34,7 @@ from towline.events import EVENTS_TOPIC
 __all__ = [
     "TextStream",
     "text_delta",
+    "thinking_delta",
     "FIRST_INTERVAL",
     "GROWTH",
     "MAX_INTERVAL",
@@ -60,6 +61,14 @@ def text_delta(delta: str) -> None:
         stream.add(delta)
 
 
+def thinking_delta(delta: str) -> None:
+    """Report a piece of the model's thinking (a no-op unless the request streams). It is
+    published as its own event type, `thinking`, so readers show it apart from the answer."""
+    stream = _CURRENT.get()
+    if stream is not None and delta:
+        stream.add(delta, "thinking")
+
+
 class TextStream:
     """Publishes the text of one model call in bounded batches (an async context manager)."""
 
@@ -69,14 +78,14 @@ class TextStream:
         self.client = client or WorkflowStreamClient.from_within_activity()
         self.topic = self.client.topic(EVENTS_TOPIC)
         self.batches = 0
-        self._pending: list[str] = []
+        self._pending: list[tuple[str, str]] = []
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._token: Any = None
 
-    def add(self, delta: str) -> None:
-        """Buffer a piece of text for the next batch."""
-        self._pending.append(delta)
+    def add(self, delta: str, kind: str = "text") -> None:
+        """Buffer a piece of text (or, `kind="thinking"`, of thinking) for the next batch."""
+        self._pending.append((kind, delta))
         self._arrived.set()
 
     async def __aenter__(self) -> Self:
@@ -106,12 +115,18 @@ class TextStream:
     async def _send(self) -> None:
         if not self._pending:
             return
-        delta = "".join(self._pending)
+        runs: list[tuple[str, list[str]]] = []  # consecutive pieces of one kind, in order
+        for kind, piece in self._pending:
+            if runs and runs[-1][0] == kind:
+                runs[-1][1].append(piece)
+            else:
+                runs.append((kind, [piece]))
         self._pending.clear()
         self._arrived.clear()
         self.batches += 1
-        self.topic.publish({"type": "text", "step": self.step, "attempt": self.attempt,
-                            "delta": delta})
+        for kind, pieces in runs:  # one flush: one signal, whatever the kinds
+            self.topic.publish({"type": kind, "step": self.step, "attempt": self.attempt,
+                                "delta": "".join(pieces)})
         try:
             await self.client.flush()
         except Exception as e:  # noqa: BLE001 - the response is the record; the preview may lose a piece

@@ -22,7 +22,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from towline.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
+from towline.messages import Message, ModelRequest, ModelResponse, TextPart, ThinkingPart, Usage
 from towline.models import Model
 from towline.options import ModelSettings
 
@@ -108,6 +108,8 @@ def genai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             for p in m.parts:
                 if isinstance(p, TextPart):
                     parts.append({"type": "text", "content": p.content})
+                elif isinstance(p, ThinkingPart):
+                    parts.append({"type": "reasoning", "content": p.content})
                 else:
                     parts.append({"type": "tool_call", "id": p.tool_call_id, "name": p.tool_name,
                                   "arguments": p.args})

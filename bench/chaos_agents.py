@@ -213,7 +213,7 @@ def plan_prompt(plan: list[list[Call]]) -> str:
 
 
 def _plan_of(messages: list[Message]) -> list[list[Call]]:
-    prompt = next(p.content for m in messages if isinstance(m, ModelRequest)
+    prompt = next(p.text for m in messages if isinstance(m, ModelRequest)
                   for p in m.parts if isinstance(p, UserPart))
     raw: list[list[list[Any]]] = json.loads(prompt)["plan"]
     return [[Call(str(t), str(label), float(s)) for t, label, s in step] for step in raw]

@@ -51,7 +51,7 @@ def add(a: int, b: int) -> int:
 def _steps_asked(messages: list[Message]) -> int:
     first = messages[0]
     assert isinstance(first, ModelRequest) and isinstance(first.parts[0], UserPart)
-    return int(first.parts[0].content)
+    return int(first.parts[0].text)
 
 
 def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:

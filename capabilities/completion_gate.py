@@ -185,7 +185,7 @@ def _feedback(result: Any) -> str | None:
 def _task(messages: list[Message]) -> str:
     for m in reversed(messages):
         if isinstance(m, ModelRequest):
-            texts = [p.content for p in m.parts if isinstance(p, UserPart)]
+            texts = [p.text for p in m.parts if isinstance(p, UserPart)]
             if texts and not texts[0].startswith(BOUNCE):
                 return "\n".join(texts)
     return ""

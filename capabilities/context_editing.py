@@ -17,7 +17,7 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    TextPart,
+    ToolCallPart,
     ToolReturnPart,
 )
 
@@ -76,7 +76,10 @@ def request_chars(messages: list[Message]) -> int:
             total += sum(_chars(p.content) for p in m.parts)
         else:
             for p in m.parts:
-                total += len(p.content) if isinstance(p, TextPart) else _chars(p.args)
+                if isinstance(p, ToolCallPart):
+                    total += _chars(p.args)
+                else:
+                    total += len(p.content)
     return total
 
 

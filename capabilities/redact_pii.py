@@ -152,7 +152,8 @@ class RedactPII(Capability):
 
     def _request_part(self, part: Any) -> Any:
         if isinstance(part, UserPart) and "input" in self.apply_to:
-            content = self._text(part.content, "the user's input")
+            content = (self._text(part.content, "the user's input") if isinstance(part.content, str)
+                       else self._value(part.content, "the user's input"))
         elif isinstance(part, ToolReturnPart) and "tool_results" in self.apply_to:
             content = self._value(part.content, f"the result of tool {part.tool_name!r}")
         elif isinstance(part, RetryPart):

@@ -101,7 +101,7 @@ def _latest_request(messages: Sequence[Message]) -> str:
     """The latest user message's text (the request tools are selected for)."""
     for m in reversed(messages):
         if isinstance(m, ModelRequest):
-            texts = [p.content for p in m.parts if isinstance(p, UserPart)]
+            texts = [p.text for p in m.parts if isinstance(p, UserPart)]
             if texts:
                 return "\n".join(texts)
     for m in reversed(messages):

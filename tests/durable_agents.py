@@ -216,7 +216,7 @@ def one_call_script(messages: list[Message], info: ModelInfo) -> ModelResponse |
     done = _returns(messages)
     if done:
         return " | ".join(f"{r.status}: {r.content}" for r in done)
-    prompt = next(p.content for m in messages if isinstance(m, ModelRequest)
+    prompt = next(p.text for m in messages if isinstance(m, ModelRequest)
                   for p in m.parts if isinstance(p, UserPart))
     name, label = prompt.split(":", 1)
     return _call(name, label)

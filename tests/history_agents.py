@@ -468,7 +468,7 @@ def hook_models_script(messages: list[Message], info: ModelInfo) -> ModelRespons
     if info.run_step <= 2:
         return _calls(("alpha", {"n": info.run_step}))
     bounced = any(isinstance(m, ModelRequest) and any(
-        isinstance(p, UserPart) and p.content.startswith("Your answer did not pass")
+        isinstance(p, UserPart) and p.text.startswith("Your answer did not pass")
         for p in m.parts) for m in messages)
     return "final: alpha twice" if bounced else "draft"
 
@@ -482,7 +482,7 @@ def selector_script(messages: list[Message], info: ModelInfo) -> str:
 
 
 def reviewer_script(messages: list[Message], info: ModelInfo) -> str:
-    text = " ".join(p.content for m in messages if isinstance(m, ModelRequest)
+    text = " ".join(p.text for m in messages if isinstance(m, ModelRequest)
                     for p in m.parts if isinstance(p, UserPart))
     return "PASS" if "final:" in text else "FAIL: say what was done"
 

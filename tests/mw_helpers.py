@@ -140,7 +140,7 @@ def ledger(events: Sequence[Any]) -> Counters:
 def contents(message: Message) -> list[str]:
     """The text of each system, user or text part of a message."""
     return [
-        p.content for p in message.parts
+        p.text if isinstance(p, UserPart) else p.content for p in message.parts
         if isinstance(p, SystemPart | UserPart | TextPart)
     ]
 

@@ -15,7 +15,7 @@ from towline.testing import towline_worker
 
 
 def user_texts(messages: list[Message]) -> list[str]:
-    return [p.content for m in messages if isinstance(m, ModelRequest)
+    return [p.text for m in messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, UserPart)]
 
 

@@ -22,6 +22,7 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    RetryPart,
     SystemPart,
     TextPart,
     ToolCallPart,
@@ -53,7 +54,7 @@ def shape(messages: list[Message]) -> list[tuple[Any, ...]]:
                 parts.append(("call", p.tool_call_id))
             elif isinstance(p, ToolReturnPart):
                 parts.append(("return", p.tool_call_id, p.content))
-            else:
+            elif isinstance(p, RetryPart):
                 parts.append(("retry", p.tool_call_id))
         out.append(tuple(parts))
     return out

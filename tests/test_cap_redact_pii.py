@@ -141,7 +141,7 @@ def leak_key() -> str:
 
 
 def user_text(messages: list[Message]) -> str:
-    return next(p.content for m in messages if isinstance(m, ModelRequest)
+    return next(p.text for m in messages if isinstance(m, ModelRequest)
                 for p in m.parts if isinstance(p, UserPart))
 
 

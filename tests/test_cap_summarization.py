@@ -59,7 +59,7 @@ class Summariser:
 
 
 def user_texts(messages: list[Message]) -> list[str]:
-    return [p.content for m in messages if isinstance(m, ModelRequest)
+    return [p.text for m in messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, UserPart)]
 
 

@@ -47,7 +47,7 @@ def _redact(messages: list[Message]) -> list[Message]:
     for m in messages:
         if isinstance(m, ModelRequest):
             parts = [
-                p.model_copy(update={"content": p.content.replace("hunter2", "[redacted]")})
+                p.model_copy(update={"content": p.text.replace("hunter2", "[redacted]")})
                 if isinstance(p, UserPart) else p
                 for p in m.parts
             ]

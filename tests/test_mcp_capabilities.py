@@ -45,7 +45,7 @@ async def test_tool_selector_selects_among_listed_mcp_tools(client: Client, root
         result = await run(tc, agent, "add four and five", task_queue=queue)
 
     # the selector saw the listed tools, named and described like any tool
-    prompt = "".join(p.content for m in selector.seen[0].messages for p in m.parts
+    prompt = "".join(p.text for m in selector.seen[0].messages for p in m.parts
                      if isinstance(p, UserPart))
     assert "- t_add: Add two integers." in prompt and "- t_record: Record" in prompt
     assert [d.name for d in script.seen[0].info.tools] == ["t_add"]

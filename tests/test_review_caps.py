@@ -213,14 +213,14 @@ async def test_summarization_keeps_a_seeded_system_prompt_first_and_verbatim(
         result = await run(tc, agent, "three", task_queue=queue, message_history=seeded)
 
     assert len(asked) == 1
-    summarised = "\n".join(p.content for m in asked[0] for p in m.parts
+    summarised = "\n".join(p.text for m in asked[0] for p in m.parts
                            if isinstance(p, UserPart))
     assert "User: one" in summarised and "pirate" not in summarised
     # the model sees the seeded system prompt first, then the summary, then the kept message
     first = seen[0]
     assert first[0] == seeded[0]
     assert isinstance(first[1].parts[0], UserPart)
-    assert first[1].parts[0].content.startswith("Summary of the earlier conversation:")
+    assert first[1].parts[0].text.startswith("Summary of the earlier conversation:")
     assert [m.id for m in result.messages[:1]] == ["sys"]
     assert result.messages[0] == seeded[0]
 

@@ -25,7 +25,7 @@ gate = asyncio.Event()
 
 
 def _prompts(messages: list[Message]) -> list[str]:
-    return [p.content for m in messages if isinstance(m, ModelRequest)
+    return [p.text for m in messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, UserPart)]
 
 

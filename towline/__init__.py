@@ -38,6 +38,9 @@ from towline.errors import (
 from towline.events import RunEvent
 from towline.mcp import MCPServer
 from towline.messages import (
+    BinaryContent,
+    DocumentUrl,
+    ImageUrl,
     Message,
     ModelRequest,
     ModelResponse,
@@ -46,6 +49,7 @@ from towline.messages import (
     RetryPart,
     SystemPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     Usage,
@@ -91,6 +95,10 @@ __all__ = [
     "ToolCallPart",
     "ToolReturnPart",
     "RetryPart",
+    "ThinkingPart",
+    "ImageUrl",
+    "DocumentUrl",
+    "BinaryContent",
     "ModelRetry",
     "ToolError",
     "ToolDenied",

@@ -31,7 +31,7 @@ from towline.capabilities.base import (
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
 from towline.models import Model
-from towline.options import Limits, ModelSettings
+from towline.options import Limits, ModelSettings, OutputMode
 from towline.tools import Tool, ToolDefinition
 
 __all__ = ["Agent", "OUTPUT_TOOL_NAME"]
@@ -59,6 +59,12 @@ class Agent:
     """Default model settings."""
     output_type: Any = str
     """`str` for a text answer, or a type (e.g. a pydantic model) to validate output against."""
+    output_mode: OutputMode = "tool"
+    """How a structured `output_type` is asked for: `"tool"` (an output tool the model
+    calls), `"native"` (the provider's JSON-schema response format: the answer is JSON
+    text that must match the strict schema) or `"prompted"` (the schema goes into the
+    instructions and the JSON is parsed from the text, code fences allowed). Invalid
+    output is retried in every mode and counts towards `output_retries`."""
     model_timeout: timedelta = timedelta(minutes=10)
     """Start-to-close timeout of one model activity attempt (long answers of large
     models take minutes; a lost worker is noticed by the heartbeat timeout instead)."""
@@ -88,6 +94,12 @@ class Agent:
         if self.mcp_list_tools not in ("per_run", "per_turn"):
             raise ConfigurationError(f"agent {self.name!r}: mcp_list_tools must be 'per_run' or "
                                      f"'per_turn', not {self.mcp_list_tools!r}")
+        if self.output_mode not in ("tool", "native", "prompted"):
+            raise ConfigurationError(f"agent {self.name!r}: output_mode must be 'tool', 'native' "
+                                     f"or 'prompted', not {self.output_mode!r}")
+        if self.output_mode != "tool" and self.output_type is str:
+            raise ConfigurationError(f"agent {self.name!r}: output_mode {self.output_mode!r} needs "
+                                     f"a structured output_type (a text answer needs no schema)")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "capabilities", tuple(self.capabilities))
         seen: set[str] = set()
@@ -158,14 +170,22 @@ class Agent:
         adapter = self.output_adapter
         return adapter is not None and adapter.json_schema().get("type") != "object"
 
-    def output_tool(self) -> ToolDefinition | None:
-        """The structured-output tool offered to the model, if any."""
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of structured output, always an object (a non-object output type
+        is wrapped as `{"response": ...}`), or None for text output."""
         adapter = self.output_adapter
         if adapter is None:
             return None
         schema = adapter.json_schema()
         if self.output_wrapped:
             schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
+        return schema
+
+    def output_tool(self) -> ToolDefinition | None:
+        """The structured-output tool offered to the model (`output_mode="tool"` only)."""
+        schema = self.output_schema()
+        if schema is None or self.output_mode != "tool":
+            return None
         description = "Give the final answer."
         if isinstance(self.output_type, type) and issubclass(self.output_type, BaseModel):
             description = self.output_type.__doc__ or description

@@ -28,7 +28,7 @@ from towline.agent import Agent
 from towline.codec import EncryptionCodec
 from towline.errors import RunError
 from towline.events import EVENTS_TOPIC, RunEvent
-from towline.messages import Message
+from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
 from towline.payload_store import PayloadStore
@@ -112,7 +112,7 @@ def with_towline(
 async def start_run(
     client: Client,
     agent: str | Agent,
-    prompt: str | None,
+    prompt: str | Sequence[UserContent] | None,
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     id: str | None = None,
@@ -133,13 +133,14 @@ async def start_run(
     live events (`events`) or not, whatever the agent's `ModelSettings.stream` says.
     """
     name = agent.name if isinstance(agent, Agent) else agent
-    inp = RunInput(agent=name, prompt=prompt, message_history=message_history, limits=limits,
+    inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
+                   else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream)
     workflow_id = id or f"{name}-{_suffix()}"
     return await client.start_workflow(
         "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
         id_reuse_policy=id_reuse_policy,
-        static_summary=f"{name}: {(prompt or '')[:80]}",
+        static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
     )
 
 
@@ -163,7 +164,9 @@ def run_error(err: WorkflowFailureError) -> RunError:
     return RunError(type(cause).__name__, str(cause), None)
 
 
-async def run(client: Client, agent: str | Agent, prompt: str | None, **options: Any) -> RunResult:
+async def run(
+    client: Client, agent: str | Agent, prompt: str | Sequence[UserContent] | None, **options: Any
+) -> RunResult:
     """Start a run and wait for its result; raises `RunError` if it fails.
 
     Given the `Agent` itself, a structured `output_type` comes back as an instance of

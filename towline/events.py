@@ -29,11 +29,11 @@ EVENTS_TOPIC: Final = "towline.events"
 """The Workflow Streams topic a run's events are published on."""
 
 EventType = Literal[
-    "run", "step", "text", "response", "tool_start", "tool_end", "approval", "decision",
+    "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
     "user", "answer", "result", "failed",
 ]
 EVENT_TYPES: Final[tuple[str, ...]] = (
-    "run", "step", "text", "response", "tool_start", "tool_end", "approval", "decision",
+    "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
     "user", "answer", "result", "failed",
 )
 """Every event type, in the order a run usually publishes them."""
@@ -56,7 +56,8 @@ class RunEvent(BaseModel):
 
     type: str
     """One of `EVENT_TYPES`: `run` (started: agent, model, prompt, streaming), `step` (a model
-    request starts), `text` (a piece of the model's text: `delta`, `attempt`), `response` (the
+    request starts), `thinking` (a piece of the model's thinking, streamed apart from its
+    answer: `delta`, `attempt`), `text` (a piece of the model's text: `delta`, `attempt`), `response` (the
     model answered: `text`, `tool_calls`, `finish_reason`, `usage`), `tool_start` /
     `tool_end` (`call_id`, `tool`, `args`; `status` and `content` at the end), `approval`
     (a call waits for a human), `decision` (`approved`, `rejected` or `timed_out`), `user` (a

@@ -9,6 +9,8 @@ pydantic data converter and replaced, never mutated.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,6 +20,7 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    ValidationError,
     model_serializer,
 )
 
@@ -29,6 +32,16 @@ __all__ = [
     "ToolCallPart",
     "ToolReturnPart",
     "RetryPart",
+    "ThinkingPart",
+    "ImageUrl",
+    "DocumentUrl",
+    "BinaryContent",
+    "MediaPart",
+    "UserContent",
+    "MEDIA_KINDS",
+    "as_media",
+    "media_in",
+    "prompt_text",
     "RequestPart",
     "ResponsePart",
     "ModelRequest",
@@ -88,6 +101,8 @@ class Usage(_Frozen):
     """Input tokens served from the provider's prompt cache (part of `input_tokens`)."""
     cache_write_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     """Input tokens written to the provider's prompt cache (part of `input_tokens`)."""
+    reasoning_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Tokens the model spent thinking (part of `output_tokens`, priced as output)."""
     cost: float = Field(default=0.0, ge=0, exclude_if=lambda v: v == 0)
     """US dollars spent on the requests whose price is known."""
     unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
@@ -117,6 +132,7 @@ class Usage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cost=self.cost + other.cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
         )
@@ -137,11 +153,126 @@ class SystemPart(_Frozen):
     content: str
 
 
+class ImageUrl(_Frozen):
+    """An image the provider fetches from a URL (or a `data:` URL)."""
+
+    kind: Literal["image-url"] = "image-url"
+    url: str
+    media_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """`image/png`, `image/jpeg`, ...; guessed from the URL's suffix when None."""
+
+
+class DocumentUrl(_Frozen):
+    """A document (a PDF, a text file) the provider fetches from a URL."""
+
+    kind: Literal["document-url"] = "document-url"
+    url: str
+    media_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """`application/pdf`, `text/plain`, ...; guessed from the URL's suffix when None."""
+
+
+class BinaryContent(_Frozen):
+    """Bytes of an image, a document or audio, with their media type.
+
+    In JSON (a run's input, a history) the bytes are base64 text; a large one
+    travels through the payload store like any other large payload.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
+                              val_json_bytes="base64")
+
+    kind: Literal["binary"] = "binary"
+    data: bytes
+    media_type: str
+    """`image/png`, `application/pdf`, `audio/wav`, ..."""
+
+    @property
+    def base64(self) -> str:
+        """The bytes as base64 text."""
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        """The bytes as a `data:` URL."""
+        return f"data:{self.media_type};base64,{self.base64}"
+
+    def __repr__(self) -> str:
+        return f"BinaryContent(<{len(self.data)} bytes>, media_type={self.media_type!r})"
+
+
+MediaPart = Annotated[ImageUrl | DocumentUrl | BinaryContent, Field(discriminator="kind")]
+"""An image, a document or audio: by URL, or as bytes."""
+
+UserContent = str | MediaPart
+"""One item of a prompt: text, or a media part."""
+
+MEDIA_KINDS = frozenset({"image-url", "document-url", "binary"})
+"""The `kind` tags of the media parts (how they read in JSON)."""
+
+_MEDIA: TypeAdapter[ImageUrl | DocumentUrl | BinaryContent] = TypeAdapter(MediaPart)
+
+
+def as_media(value: Any) -> ImageUrl | DocumentUrl | BinaryContent | None:
+    """`value` as a media part: the part itself, or its JSON form (a tool's return read back
+    from history is a dict); None for anything else."""
+    if isinstance(value, ImageUrl | DocumentUrl | BinaryContent):
+        return value
+    if isinstance(value, dict) and value.get("kind") in MEDIA_KINDS:  # pyright: ignore[reportUnknownMemberType]
+        try:
+            if value.get("kind") == "binary" and isinstance(value.get("data"), str):  # pyright: ignore[reportUnknownMemberType]
+                import json
+
+                return _MEDIA.validate_json(json.dumps(value))
+            return _MEDIA.validate_python(value)
+        except (ValidationError, ValueError):
+            return None
+    return None
+
+
+def media_in(content: Any) -> tuple[list[Any], list[ImageUrl | DocumentUrl | BinaryContent]]:
+    """A prompt's or a tool return's content split into its other items and its media parts.
+
+    A single value is read as a one-item list. Text and any other JSON stay in the first
+    list, in order; media parts (instances or their JSON form) go to the second."""
+    values: list[Any] = list(content) if isinstance(content, list | tuple) else [content]  # pyright: ignore[reportUnknownArgumentType]
+    rest: list[Any] = []
+    media: list[ImageUrl | DocumentUrl | BinaryContent] = []
+    for v in values:
+        m = as_media(v)
+        if m is None:
+            rest.append(v)
+        else:
+            media.append(m)
+    return rest, media
+
+
+def prompt_text(content: str | Sequence[Any]) -> str:
+    """A prompt's text (its media parts named by kind), for previews and summaries."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for item in content:
+        if isinstance(item, str):
+            texts.append(item)
+        else:
+            m = as_media(item)
+            if isinstance(m, BinaryContent):
+                texts.append(f"[{m.media_type}, {len(m.data)} bytes]")
+            elif m is not None:
+                texts.append(f"[{m.kind}: {m.url[:80]}]")
+    return "\n".join(texts)
+
+
 class UserPart(_Frozen):
-    """A user prompt."""
+    """A user prompt: text, or a list of text and media parts (images, documents, audio)."""
 
     part_kind: Literal["user"] = "user"
-    content: str
+    content: str | list[UserContent]
+
+    @property
+    def text(self) -> str:
+        """The prompt's text (media parts named by kind)."""
+        return prompt_text(self.content)
 
 
 class TextPart(_Frozen):
@@ -149,6 +280,44 @@ class TextPart(_Frozen):
 
     part_kind: Literal["text"] = "text"
     content: str
+
+
+class ThinkingPart(_Frozen):
+    """A reasoning model's thinking, as it came, with the provider's opaque data.
+
+    `signature` is what the provider needs back to go on from this thinking:
+    Anthropic's signature (or, with `redacted=True`, a `redacted_thinking` block's
+    data), a Responses reasoning item's `encrypted_content` (its item id in `id`), or
+    a Gemini thought signature. It is sent back only to the `provider` family that
+    made it, exactly as that API requires; a hook can read it but a changed one is
+    refused by the provider.
+    """
+
+    part_kind: Literal["thinking"] = "thinking"
+    content: str = ""
+    """The thinking text (a summary, for providers that only show one; empty when redacted)."""
+    signature: str | None = None
+    """The provider's opaque data, sent back unchanged."""
+    redacted: bool = False
+    """The provider encrypted the thinking: `signature` holds it, `content` is empty."""
+    provider: str | None = None
+    """The provider family that produced it (`anthropic`, `openai`, `google`)."""
+    id: str | None = None
+    """The provider's id of the thinking item (a Responses reasoning item's id)."""
+
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if _compacting(info):
+            return _drop(data, {"content": "", "signature": None, "redacted": False,
+                                "provider": None, "id": None})
+        return data
+
+    def __repr__(self) -> str:
+        sig = self.signature
+        short = None if sig is None else (sig if len(sig) <= 16 else f"{sig[:12]}…({len(sig)})")
+        return (f"ThinkingPart(content={self.content[:60]!r}, signature={short!r}, "
+                f"redacted={self.redacted}, provider={self.provider!r})")
 
 
 class ToolCallPart(_Frozen):
@@ -208,7 +377,9 @@ class RetryPart(_Frozen):
 RequestPart = Annotated[
     SystemPart | UserPart | ToolReturnPart | RetryPart, Field(discriminator="part_kind")
 ]
-ResponsePart = Annotated[TextPart | ToolCallPart, Field(discriminator="part_kind")]
+ResponsePart = Annotated[
+    TextPart | ToolCallPart | ThinkingPart, Field(discriminator="part_kind")
+]
 
 
 def _request_parts() -> list[RequestPart]:
@@ -248,6 +419,11 @@ class ModelResponse(_Frozen):
     def text(self) -> str:
         """The concatenated text parts."""
         return "".join(p.content for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def thinking(self) -> list[ThinkingPart]:
+        """The thinking parts, in order."""
+        return [p for p in self.parts if isinstance(p, ThinkingPart)]
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:

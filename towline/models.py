@@ -33,7 +33,7 @@ from towline.messages import (
     Usage,
     UserPart,
 )
-from towline.options import ModelSettings
+from towline.options import ModelSettings, OutputMode
 from towline.tools import ToolDefinition
 
 __all__ = [
@@ -63,6 +63,12 @@ class ModelInfo(BaseModel):
     """The structured-output tool, when the agent has an `output_type`."""
     settings: ModelSettings = Field(default_factory=ModelSettings)
     """The request's settings."""
+    output_mode: OutputMode = "tool"
+    """How structured output is asked for: `tool` (the output tool in `output_tools`),
+    `native` (the provider's JSON-schema response format, `output_schema`) or `prompted`
+    (the schema is in the instructions; the answer is JSON text)."""
+    output_schema: dict[str, Any] | None = None
+    """The output's strict JSON schema (an object) in the `native` and `prompted` modes."""
     model_name: str = ""
     """The name the run selected this model by."""
     run_step: int = 0
@@ -172,7 +178,7 @@ class TestModel:
         usage = Usage(requests=1, input_tokens=_word_count(messages))
         called = any(isinstance(m, ModelResponse) and m.tool_calls for m in since_prompt)
         if info.tools and not called:
-            calls: list[TextPart | ToolCallPart] = [
+            calls: list[ResponsePart] = [
                 ToolCallPart(
                     tool_name=t.name,
                     args=example_args(t.parameters_json_schema),

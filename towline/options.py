@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ModelSettings", "Limits"]
+__all__ = ["ModelSettings", "Limits", "ThinkingEffort", "Thinking", "OutputMode"]
+
+OutputMode = Literal["tool", "native", "prompted"]
+"""How an agent asks for structured output (`Agent.output_mode`)."""
+
+ThinkingEffort = Literal["minimal", "low", "medium", "high"]
+"""How hard a reasoning model thinks, in the providers' common words."""
+
+Thinking = bool | ThinkingEffort | int
+"""`ModelSettings.thinking`: on/off, an effort, or a budget of thinking tokens."""
 
 
 class ModelSettings(BaseModel):
@@ -22,10 +31,26 @@ class ModelSettings(BaseModel):
     """Nucleus sampling."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, passed through."""
+    thinking: bool | ThinkingEffort | int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Thinking (reasoning): None leaves the provider's default; `True` turns it on at the
+    provider's default effort, `False` off; an effort (`"minimal"`, `"low"`, `"medium"`,
+    `"high"`) or an int budget of thinking tokens sets how much. Maps to Anthropic
+    `thinking` (a budget of at least 1024, `max_tokens` kept above it), OpenAI
+    `reasoning_effort` / `reasoning.effort` and Gemini `thinking_config`."""
+    prompt_cache: bool = Field(default=True, exclude_if=lambda v: v is True)
+    """Use the provider's prompt cache: Anthropic `cache_control` breakpoints (the tools,
+    the system prompt and the newest message), an OpenAI `prompt_cache_key` stable within
+    the run. Each step then reads the previous step's prefix from cache."""
     stream: bool = False
     """Stream the model's text as it is generated to the run's live events (`towline watch`,
     `towline.client.events`), in batches: a bounded number of history events per model call.
     A run's input may turn it on or off (`RunInput.stream`). The response is the same either way."""
+
+
+    def model_post_init(self, context: Any, /) -> None:
+        thinking = self.thinking
+        if isinstance(thinking, int) and not isinstance(thinking, bool) and thinking < 1:
+            raise ValueError("thinking: a budget of thinking tokens must be at least 1")
 
 
 class Limits(BaseModel):

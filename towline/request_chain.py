@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from towline.messages import Message
-from towline.options import ModelSettings
+from towline.options import ModelSettings, OutputMode
 from towline.tools import ToolDefinition
 
 __all__ = [
@@ -125,6 +125,10 @@ class RequestDefinitions(BaseModel):
     """The structured-output tool, if any."""
     settings: ModelSettings = Field(default_factory=ModelSettings)
     """The request's settings."""
+    output_mode: OutputMode = Field(default="tool", exclude_if=lambda v: v == "tool")
+    """How structured output is asked for (`Agent.output_mode`)."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The output's strict JSON schema in the `native` and `prompted` modes."""
 
     def ref(self) -> str:
         """Their hash, which names them in later requests."""

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from towline.mcp import MCPToolSpec
-from towline.messages import Message, Usage, no_messages
+from towline.messages import Message, Usage, UserContent, no_messages
 from towline.options import Limits
 from towline.payloads import PAYLOAD_LIMIT
 from towline.request_chain import RequestChain
@@ -117,8 +117,9 @@ class RunInput(BaseModel):
 
     agent: str
     """The registered agent's name."""
-    prompt: str | None = None
-    """The user prompt that starts the run."""
+    prompt: str | list[UserContent] | None = None
+    """The user prompt that starts the run: text, or a list of text and media parts
+    (`ImageUrl`, `DocumentUrl`, `BinaryContent`, whose bytes are base64 in JSON)."""
     message_history: list[Message] | None = None
     """Earlier conversation to continue from."""
     limits: Limits | None = None

@@ -38,6 +38,7 @@ from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
     ModelRequest,
     UserPart,
+    prompt_text,
 )
 from towline.registry import WorkerAgents, worker_agents
 from towline.request_chain import RequestBook
@@ -155,7 +156,8 @@ class AgentRun(RunHandlers):
         if inp.resume is None:
             telemetry.run_started(agent.name)
             emit("run", agent=agent.name, model=run.model, streaming=run.settings.stream,  # streaming
-                 prompt=preview(inp.prompt), session=inp.session or None)
+                 prompt=None if inp.prompt is None else preview(prompt_text(inp.prompt)),
+                 session=inp.session or None)
         try:
             with telemetry.agent_span(agent.name, run.run_id):
                 output = await self._loop(run, inp)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from temporalio import activity
 
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelResponse, RetryPart, ToolReturnPart, Usage
+from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
 from towline.models import ModelConnectionError, ModelHTTPError, ModelInfo
 
 __all__ = [
@@ -47,6 +47,9 @@ __all__ = [
     "remember_secrets",
     "request_timeout",
     "DEFAULT_TIMEOUT",
+    "unsupported_media",
+    "own_thinking",
+    "cache_key",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -251,6 +254,28 @@ def return_text(part: ToolReturnPart) -> str:
 def retry_text(part: RetryPart) -> str:
     """A retry prompt as the model reads it."""
     return f"{part.content}\nFix this and try again."
+
+
+def unsupported_media(provider: str, media_type: str | None, where: str) -> ModelHTTPError:
+    """The error for a media part the provider cannot take: raised while the request is
+    built, before anything is sent; final (`ModelRequestFailed` naming the media type)."""
+    kind = media_type or "unknown media type"
+    return ModelHTTPError(400, f"{provider}: cannot send {kind!r} in {where}: this API does not "
+                               f"accept that media type")
+
+
+def own_thinking(part: ThinkingPart, family: str) -> bool:
+    """Whether a thinking part goes back to a model of `family` (`anthropic`, `openai`,
+    `google`): only the family that made it can read its signature; any other model gets
+    the request without it (the history keeps it)."""
+    return part.provider == family
+
+
+def cache_key(*parts: str) -> str:
+    """A short stable key from `parts` (an OpenAI `prompt_cache_key` for a run)."""
+    import hashlib
+
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
 # --- prices ------------------------------------------------------------------------------

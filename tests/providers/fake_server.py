@@ -61,6 +61,8 @@ class Recorded:
     body: Any
     at: float
     """`time.monotonic()` when it arrived."""
+    refused: bool = False
+    """A wire rule refused it (`FakeProvider.rules`)."""
 
 
 Scripted = Reply | Callable[[Recorded], Reply]
@@ -96,6 +98,9 @@ class FakeProvider:
         self.port = free_port()
         self.requests: list[Recorded] = []
         self._script: list[Scripted] = []
+        self.rules: list[Callable[[Recorded], Reply | None]] = []
+        """The provider's wire rules: each sees every request first and may refuse it with the
+        error reply the real API gives (then no scripted reply is used up)."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
@@ -130,9 +135,18 @@ class FakeProvider:
         """The JSON bodies of the requests received, in order."""
         return [r.body for r in self.requests]
 
+    def refusals(self) -> list[Recorded]:
+        """The requests a rule refused."""
+        return [r for r in self.requests if r.refused]
+
     def _next(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
+            for rule in self.rules:
+                refused = rule(recorded)
+                if refused is not None:
+                    recorded.refused = True
+                    return refused
             if not self._script:
                 return Reply({"error": {"message": "the fake provider has no scripted reply",
                                         "type": "test_error"}}, status=599)
@@ -157,7 +171,9 @@ class FakeProvider:
                 reply = provider._next(recorded)
                 if reply.delay:
                     time.sleep(reply.delay)
-                if reply.status == 200 and isinstance(body, dict) and body.get("stream"):
+                streams = (isinstance(body, dict) and body.get("stream")) or (
+                    ":streamGenerateContent" in self.path)  # Gemini streams by its URL
+                if reply.status == 200 and streams:
                     self._stream(reply)
                     return
                 data = json.dumps(reply.body).encode()

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from towline.ledger import format_cost
-from towline.messages import Message, ModelRequest, Usage
+from towline.messages import Message, ModelRequest, ThinkingPart, Usage
 from towline.results import Counters
 
 __all__ = [
@@ -36,6 +36,15 @@ def short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def thinking_line(part: ThinkingPart, limit: int = 120) -> str:
+    """A thinking part in one line: its text (or `[redacted]`) and its signature abbreviated."""
+    text = "[redacted]" if part.redacted else short(part.content, limit)
+    sig = part.signature
+    if sig:
+        text += f"  (signature {sig[:8]}…, {len(sig)} chars)" if len(sig) > 12 else f"  (signature {sig})"
+    return text
 
 
 def arguments(args: dict[str, Any], limit: int = 120) -> str:
@@ -69,6 +78,8 @@ def conversation_lines(messages: list[Message], *, full: bool = True) -> list[st
             for p in m.parts:
                 if p.part_kind == "text":
                     lines.append(f"  model      {short(p.content, limit)}")
+                elif p.part_kind == "thinking":
+                    lines.append(f"  thinking   {thinking_line(p, limit)}")
                 else:
                     lines.append(f"  model      calls {format_call(p.tool_name, p.args, limit)} "
                                  f"[{p.tool_call_id}]")
