@@ -25,6 +25,7 @@ from towline.agent import Agent
 from towline.client import connect, connect_config
 from towline.codec import KEY_ENV, EncryptionCodec
 from towline.errors import ConfigurationError
+from towline.options import INT32_MAX
 from towline.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
@@ -319,6 +320,8 @@ def positive(text: str) -> int:
     value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    if value > INT32_MAX:  # the ledger's counters are 32-bit
+        raise argparse.ArgumentTypeError(f"{text} is too large (at most {INT32_MAX})")
     return value
 
 
