@@ -9,6 +9,11 @@ and its outcome names both versions. `replay_runs(client, agents, ...)`
 fetches the histories from the server first (every execution of each matching
 run); `load_history(path)` reads the JSON of `temporal workflow show --output json`.
 
+Besides Temporal's own command check, each replayed model request is compared with
+the recorded one (`towline.replay_requests`): its model, who asked for it (the run or
+a hook, by the activity summary) and a digest of its input. Model calls are all one
+activity type, so a reorder of model-calling capabilities is only caught there.
+
 `towline replay` (the CLI) and `towline.testing` use these.
 """
 
@@ -31,7 +36,9 @@ from towline.agent import Agent
 from towline.codec import EncryptionCodec
 from towline.fingerprint import agent_version
 from towline.ledger import counters_from_history
+from towline.payload_store import PayloadStore
 from towline.plugin import TowlinePlugin
+from towline.replay_requests import RequestJournal, first_mismatch, recorded_requests
 from towline.workflows import AgentRun
 
 __all__ = ["ReplayOutcome", "replay_histories", "replay_runs", "load_history", "runs_query"]
@@ -89,10 +96,12 @@ class ReplayOutcome:
 
 def _replayer(
     agents: Sequence[Agent], encryption: EncryptionCodec | None, accept: Iterable[str],
-    runtime: Runtime | None,
+    runtime: Runtime | None, journal: RequestJournal, store: PayloadStore | str | None,
 ) -> Replayer:
-    plugin = TowlinePlugin(agents, encryption=encryption, accept_versions=sorted(accept))
-    return Replayer(workflows=[AgentRun], plugins=[plugin], runtime=runtime)
+    plugin = TowlinePlugin(agents, encryption=encryption, accept_versions=sorted(accept),
+                           payload_store=store)
+    return Replayer(workflows=[AgentRun], plugins=[plugin], runtime=runtime,
+                    interceptors=[journal])
 
 
 async def _agent_named(history: WorkflowHistory, converter: DataConverter) -> str | None:
@@ -132,15 +141,19 @@ async def replay_histories(
     *,
     encryption: EncryptionCodec | None = None,
     runtime: Runtime | None = None,
+    payload_store: PayloadStore | str | None = None,
 ) -> list[ReplayOutcome]:
     """Replay each history against `agents` (and today's `AgentRun`); one outcome each.
 
-    Histories of encrypted runs need the `encryption` codec that wrote them; `runtime`
-    is the Temporal runtime to replay in (the CLI's logs nothing).
+    Histories of encrypted runs need the `encryption` codec that wrote them, and runs
+    whose large payloads went to a store need that `payload_store`; `runtime` is the
+    Temporal runtime to replay in (the CLI's logs nothing).
     """
     listed = [h async for h in _aiter(histories)]
     recorded = {_recorded_version(h.events) for h in listed} - {None}
-    replayer = _replayer(agents, encryption, (v for v in recorded if v is not None), runtime)
+    journal = RequestJournal()
+    replayer = _replayer(agents, encryption, (v for v in recorded if v is not None), runtime,
+                         journal, payload_store)
     converter = replayer.config(active_config=True).get("data_converter") or DataConverter.default
     local = {a.name: agent_version(a) for agent in agents for a in agent.all_agents()}
     outcomes: list[ReplayOutcome] = []
@@ -149,14 +162,21 @@ async def replay_histories(
             history = result.history
             agent = await _agent_named(history, converter)
             failure = result.replay_failure
+            replayed = journal.take(history.workflow_id)
+            text = None if failure is None else f"{type(failure).__name__}: {failure}"
+            if failure is None:  # Temporal's commands agree: do the model requests?
+                mismatch = first_mismatch(
+                    await recorded_requests(history.events, converter), replayed)
+                text = None if mismatch is None else f"NondeterminismError: {mismatch}"
             run_id = history.events[0].workflow_execution_started_event_attributes \
                 .original_execution_run_id if history.events else ""
             outcomes.append(ReplayOutcome(
                 workflow_id=history.workflow_id, run_id=run_id, agent=agent,
                 recorded_version=_recorded_version(history.events),
                 local_version=local.get(agent) if agent else None,
-                failure=None if failure is None else f"{type(failure).__name__}: {failure}",
-                nondeterministic=isinstance(failure, NondeterminismError),
+                failure=text,
+                nondeterministic=isinstance(failure, NondeterminismError) or (
+                    failure is None and text is not None),
             ))
     return outcomes
 
