@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from towline.messages import Message, Usage
-from towline.options import ModelSettings
+from towline.options import ModelSettings, OutputMode
 from towline.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
@@ -59,6 +59,10 @@ class ModelActivityInput(BaseModel):
     output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition],
                                                exclude_if=_empty)
     settings: ModelSettings = Field(default_factory=ModelSettings, exclude_if=_default_settings)
+    output_mode: OutputMode = Field(default="tool", exclude_if=lambda v: v == "tool")
+    """How structured output is asked for (inline, like `tools`)."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """The output's JSON schema in the `native` and `prompted` modes (inline, like `tools`)."""
     run_step: int = 0
     agent: str = ""
     chain: ChainedRequest | None = Field(default=None, exclude_if=_none)

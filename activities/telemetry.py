@@ -56,7 +56,12 @@ METRICS: Mapping[str, str] = {
 }
 """Activity-side metrics and their labels."""
 
-_PROVIDERS = ("openai", "openai-responses", "anthropic", "ollama")
+_PROVIDERS = {
+    "openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
+    "ollama": "ollama", "google": "gcp.gemini", "google-vertex": "gcp.vertex_ai",
+    "azure": "azure.ai.openai", "bedrock": "aws.bedrock",
+}
+"""`gen_ai.system` (OpenTelemetry's GenAI names) of each provider prefix."""
 _capture: contextvars.ContextVar[bool] = contextvars.ContextVar("towline_capture", default=False)
 
 
@@ -73,7 +78,7 @@ def provider_name(model_name: str, model: Model | None) -> str:
     """
     prefix, sep, _ = model_name.partition(":")
     if sep and prefix in _PROVIDERS:
-        return "openai" if prefix == "openai-responses" else prefix
+        return _PROVIDERS[prefix]
     for attr in ("provider", "system"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:

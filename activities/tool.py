@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
 from towline.payloads import payload_limit, payload_size
-from towline.tools import Tool, ToolResult
+from towline.tools import Tool, ToolResult, tool_content
 
 from .guard import require_agent_run
 from .heartbeat import UNCERTAIN, entered_before, mark_entered, with_heartbeats
@@ -77,20 +77,13 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                                    non_retryable=True) from e
         if isinstance(result, ToolResult):
             return _fit(ToolActivityResult(
-                status="succeeded", content=_jsonable(result.content), usage=result.usage,
+                status="succeeded", content=tool_content(result.content), usage=result.usage,
                 state=result.state,
             ))
-        return _fit(ToolActivityResult(status="succeeded", content=_jsonable(result)))
+        return _fit(ToolActivityResult(status="succeeded", content=tool_content(result)))
 
     run_tool.__name__ = f"tool_{tool.name}"
     return activity.defn(name=tool.activity_name)(run_tool)
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return value
 
 
 def _fit(result: ToolActivityResult) -> ToolActivityResult:

@@ -36,6 +36,7 @@ from towline.messages import (
     TextPart,
     ToolReturnPart,
     UserPart,
+    as_media,
 )
 from towline.tools import ToolCall, ToolContext, ToolReturn
 
@@ -179,6 +180,8 @@ class RedactPII(Capability):
         """Redact every string inside a JSON-like value (dict keys are left as they are)."""
         if isinstance(value, str):
             return self._text(value, where)
+        if as_media(value) is not None:  # an image or a document: its bytes are not text
+            return value
         if isinstance(value, dict):
             items = cast(dict[Any, Any], value)
             new = {k: self._value(v, where) for k, v in items.items()}

@@ -27,6 +27,8 @@ from towline.messages import (
     ToolCallPart,
     ToolReturnPart,
     UserPart,
+    media_in,
+    prompt_text,
 )
 
 from ._config import check_int, check_str, check_timeout
@@ -156,6 +158,11 @@ def estimate_tokens(messages: list[Message]) -> int:
 
 
 def _content(value: Any) -> str:
+    """A tool's return as text; media parts are named by kind, never their bytes."""
+    rest, media = media_in(value)
+    if media:
+        shown = [*(_content(v) for v in rest), prompt_text(list(media))]
+        return " ".join(s for s in shown if s)
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
@@ -174,7 +181,7 @@ def transcript(messages: list[Message]) -> str:
             if isinstance(part, SystemPart):
                 lines.append(f"System: {part.content}")
             elif isinstance(part, UserPart):
-                lines.append(f"User: {part.content}")
+                lines.append(f"User: {part.text}")  # media named by kind, never their bytes
             elif isinstance(part, ToolReturnPart):
                 lines.append(f"Tool {part.tool_name} returned ({part.status}): "
                              f"{_content(part.content)}")

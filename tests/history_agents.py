@@ -14,6 +14,8 @@ they are deterministic so that re-recording gives the same conversations.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -49,13 +51,17 @@ from towline.capabilities import (
 from towline.capabilities.state import ModelCallRequest
 from towline.errors import ModelRetry
 from towline.messages import (
+    BinaryContent,
     Message,
     ModelRequest,
     ModelResponse,
     SystemPart,
+    TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     UserPart,
+    media_in,
 )
 from towline.models import FunctionModel, Model, ModelHTTPError, ModelInfo
 from towline.results import RunInput
@@ -547,6 +553,53 @@ timeouts_agent = Agent(
 )
 
 
+# --- frontier models: thinking, an image in the prompt and from a tool, native output ------------
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhg"
+                       "GAWjR9awAAAABJRU5ErkJggg==")
+"""A 1x1 PNG."""
+
+
+class Sighting(BaseModel):
+    """What the pictures show."""
+
+    subject: str
+    images: int
+    note: str = ""
+
+
+@tool
+def snapshot() -> list[Any]:
+    """A second picture, as bytes, with a caption."""
+    return ["the snapshot", BinaryContent(data=PNG, media_type="image/png")]
+
+
+def frontier_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    """Think and take a snapshot, then think and answer JSON counting the images seen."""
+    if not _returns(messages):
+        return ModelResponse(parts=[
+            ThinkingPart(content="One image; a snapshot would help.", signature="sig-frontier-1",
+                         provider="anthropic"),
+            ToolCallPart(tool_name="snapshot", args={}),
+        ])
+    images = sum(
+        len(media_in(p.content)[1]) for m in messages if isinstance(m, ModelRequest)
+        for p in m.parts if isinstance(p, UserPart | ToolReturnPart)
+    )
+    answer = {"subject": "a dot", "images": images, "note": None}  # native: null = not given
+    return ModelResponse(parts=[
+        ThinkingPart(content="Both show one dot.", signature="sig-frontier-2", provider="anthropic"),
+        TextPart(content=json.dumps(answer)),
+    ])
+
+
+frontier_agent = Agent(
+    name="history-frontier",
+    model=FunctionModel(frontier_script, model_name="history-frontier-model"),
+    tools=[snapshot], output_type=Sighting, output_mode="native",
+)
+
+
 HISTORY_MODELS: dict[str, Model] = {
     "history-summarizer": FunctionModel(summarizer_script, model_name="history-summarizer"),
     "history-selector": FunctionModel(selector_script, model_name="history-selector"),
@@ -564,6 +617,7 @@ HISTORY_AGENTS = [
     streaming_agent,
     subagent_agent, todo_agent, hook_models_agent, wrap_agent, timeouts_agent,
     storing_agent,
+    frontier_agent,
 ]
 """Every agent a committed history names."""
 
@@ -622,5 +676,12 @@ RECORDINGS = [
     # activity (the `towline-version-first` patch); the second names no known agent.
     Recording("history-version-first", RunInput(agent="history-tools", prompt="weather and maths")),
     Recording("history-version-first-unknown", RunInput(agent="no-such-agent", prompt="hello")),
+    # Recorded by the code of issue 19: thinking parts, an image in the prompt and one a tool
+    # returned, an agent with native structured output.
+    Recording(
+        "history-frontier",
+        RunInput(agent="history-frontier",
+                 prompt=["What do these show?", BinaryContent(data=PNG, media_type="image/png")]),
+    ),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -59,6 +60,10 @@ async def test_the_benchmarks_run() -> None:
     for figure in ("wall, one run, N=5", "worker CPU, N=5", "history bytes, N=5",
                    "4 concurrent runs of N=5, wall", "history bytes per step by event type"):
         assert figure in loop.out, loop.out
+    cache = await readme("python bench/prompt_cache.py", env=env, timeout=120)
+    assert cache.code == 0, cache
+    saved = re.search(r"caching saves (\d+)% of the run's cost", cache.out)
+    assert saved and int(saved.group(1)) > 50, cache.out  # each step reads the last from cache
     long = await readme("python bench/long_run.py --steps 300", env=env, timeout=400)
     assert long.code == 0, long
     assert "counters: run_step 301, tool_calls 300" in long.out

@@ -7,8 +7,9 @@ failed run, a run that continued-as-new, an approval session, a run whose tools
 come from an MCP server (listed before every turn), a streamed run, a sub-agent
 (child workflow), an `in_workflow` tool (TodoList), model calls made by hooks
 (Summarization, ToolSelector, CompletionGate), a `wrap_model_call` chain around
-ModelFallback, approval and session timeouts that fire, and a run that recorded its
-agent's version. A workflow change that alters the commands those runs produced,
+ModelFallback, approval and session timeouts that fire, a run that recorded its
+agent's version, and a frontier-model run (thinking, images in the prompt and from a
+tool, native structured output). A workflow change that alters the commands those runs produced,
 without a `workflow.patched` guard, fails here.
 """
 
@@ -21,12 +22,22 @@ from typing import Any
 
 import pytest
 from history_agents import HISTORY_AGENTS, RECORDINGS, flaky, lookup, tools_agent, tools_script
+from history_agents import PNG as FRONTIER_PNG
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from towline import Agent, tool
+from towline.converter import TowlinePayloadConverter
 from towline.fingerprint import agent_version
+from towline.messages import (
+    BinaryContent,
+    ModelRequest,
+    ModelResponse,
+    ToolReturnPart,
+    UserPart,
+    media_in,
+)
 from towline.models import FunctionModel
 from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
@@ -89,6 +100,39 @@ def test_the_committed_histories_cover_what_they_claim() -> None:
     versioned = (HISTORIES / "history-versioned.json").read_text()
     assert json.dumps(agent_version(tools_agent)) not in versioned  # a marker, not JSON text
     assert "EVENT_TYPE_MARKER_RECORDED" in _kinds("history-versioned.json")
+
+
+def _decoded_result(name: str) -> RunResult:
+    """The result a committed history's run completed with, decoded as a worker decodes it."""
+    history = _load(HISTORIES / name)
+    done = history.events[-1].workflow_execution_completed_event_attributes.result.payloads
+    (result,) = TowlinePayloadConverter().from_payloads(list(done), [RunResult])
+    assert isinstance(result, RunResult)
+    return result
+
+
+def test_the_frontier_history_holds_thinking_images_and_native_output() -> None:
+    """Recorded by issue 19's code: what its run wrote decodes back to the same parts."""
+    result = _decoded_result("history-frontier.json")
+    assert result.output == {"subject": "a dot", "images": 2, "note": ""}  # null: the default
+    thinking = [p for m in result.messages if isinstance(m, ModelResponse) for p in m.thinking]
+    assert [(t.signature, t.provider) for t in thinking] == [
+        ("sig-frontier-1", "anthropic"), ("sig-frontier-2", "anthropic")]
+    prompt = result.messages[0].parts[0]
+    assert isinstance(prompt, UserPart) and prompt.content[1] == BinaryContent(
+        data=FRONTIER_PNG, media_type="image/png")
+    (snapshot,) = [p for m in result.messages if isinstance(m, ModelRequest)
+                   for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert media_in(snapshot.content) == (
+        ["the snapshot"], [BinaryContent(data=FRONTIER_PNG, media_type="image/png")])
+    # the model was asked for native output: the schema went with the request, no output tool
+    scheduled = [e.activity_task_scheduled_event_attributes for e in
+                 _load(HISTORIES / "history-frontier.json").events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    first = json.loads(scheduled[0].input.payloads[0].data)
+    definitions = first["chain"]["definitions"]
+    assert definitions["output_mode"] == "native" and not definitions.get("output_tools")
+    assert definitions["output_schema"]["required"] == ["subject", "images"]
 
 
 @tool

@@ -172,13 +172,20 @@ class Agent:
 
     def output_schema(self) -> dict[str, Any] | None:
         """The JSON schema of structured output, always an object (a non-object output type
-        is wrapped as `{"response": ...}`), or None for text output."""
+        is wrapped as `{"response": ...}`, its `$defs` kept at the root), or None for text
+        output. The output tool's parameters, and what the native and prompted modes send."""
         adapter = self.output_adapter
         if adapter is None:
             return None
         schema = adapter.json_schema()
         if self.output_wrapped:
-            schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
+            # `$defs` stay at the top: a `$ref` (`#/$defs/...`) is resolved from the root
+            inner = {k: v for k, v in schema.items() if k != "$defs"}
+            wrapped: dict[str, Any] = {"type": "object", "properties": {"response": inner},
+                                       "required": ["response"]}
+            if "$defs" in schema:
+                wrapped["$defs"] = schema["$defs"]
+            schema = wrapped
         return schema
 
     def output_tool(self) -> ToolDefinition | None:

@@ -12,18 +12,23 @@ so a reader that reconnects from `offset + 1` of the last event it saw gets
 every later event exactly once.
 
 Events are JSON objects with a `type` (below) and the fields of that type;
-`RunEvent` reads one. Text deltas are a preview: the `response` event that
-follows them is the record (after a retried model call, `attempt` > 1, the
-text starts over).
+`RunEvent` reads one. Text and thinking deltas are a preview: the `response`
+event that follows them is the record (after a retried model call, `attempt` > 1,
+the text starts over). Events carry previews, never bytes: a media part (an
+attached image, a tool's PDF) reads as `[image/png, 5000000 bytes]`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHARS", "preview"]
+from towline.messages import MEDIA_KINDS, BinaryContent, DocumentUrl, ImageUrl, ThinkingPart
+
+__all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHARS", "preview",
+           "thinking_text"]
 
 EVENTS_TOPIC: Final = "towline.events"
 """The Workflow Streams topic a run's events are published on."""
@@ -43,10 +48,53 @@ PREVIEW_CHARS: Final = 2000
 
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
-    """`value` as an event carries it: strings cut at `limit` characters, others as they are."""
-    if isinstance(value, str) and len(value) > limit:
-        return value[: limit - 1] + "…"
+    """`value` as an event carries it: strings cut at `limit` characters, media parts (or
+    their JSON form) named by kind and size instead of their bytes (a list of text and media
+    reads as one text, as `prompt_text` gives a prompt), others as they are."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    label = _media_label(value)
+    if label is not None:
+        return label
+    if _has_media(value):  # text and media read as text; other JSON keeps its shape
+        items: list[Any] = [preview(v, limit) for v in value]
+        return preview("\n".join(items), limit) if all(isinstance(v, str) for v in items) else items
     return value
+
+
+def _media_label(value: Any) -> str | None:
+    """`[image/png, 5000000 bytes]` or `[image-url: https://...]` for a media part or its JSON
+    form (sized from its base64 text, which is not decoded); None for anything else."""
+    if isinstance(value, BinaryContent):
+        return f"[{value.media_type}, {len(value.data)} bytes]"
+    if isinstance(value, ImageUrl | DocumentUrl):
+        return f"[{value.kind}: {value.url[:80]}]"
+    if not isinstance(value, dict):
+        return None
+    item: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    kind = item.get("kind")
+    if kind not in MEDIA_KINDS:
+        return None
+    if kind != "binary":
+        return f"[{kind}: {str(item.get('url'))[:80]}]"
+    data = item.get("data")
+    if isinstance(data, str):  # base64 text
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+    else:
+        size = len(data) if isinstance(data, bytes) else 0
+    return f"[{item.get('media_type')}, {size} bytes]"
+
+
+def _has_media(value: Any) -> bool:
+    """Whether `value` is a list (or tuple) holding a media part."""
+    return isinstance(value, list | tuple) and any(_media_label(v) is not None for v in value)  # pyright: ignore[reportUnknownVariableType]
+
+
+def thinking_text(parts: Sequence[ThinkingPart]) -> str:
+    """The readable text of a response's thinking: each part's text, `[redacted]` for one the
+    provider encrypted, `[hidden]` for one it gave no text of (an encrypted reasoning item)."""
+    texts = [p.content if p.content else "[redacted]" if p.redacted else "[hidden]" for p in parts]
+    return "\n\n".join(texts)
 
 
 class RunEvent(BaseModel):
@@ -57,8 +105,9 @@ class RunEvent(BaseModel):
     type: str
     """One of `EVENT_TYPES`: `run` (started: agent, model, prompt, streaming), `step` (a model
     request starts), `thinking` (a piece of the model's thinking, streamed apart from its
-    answer: `delta`, `attempt`), `text` (a piece of the model's text: `delta`, `attempt`), `response` (the
-    model answered: `text`, `tool_calls`, `finish_reason`, `usage`), `tool_start` /
+    answer: `delta`, `attempt`), `text` (a piece of the model's text: `delta`, `attempt`),
+    `response` (the model answered: `text`, `thinking` (a preview of its thinking, when it
+    thought), `tool_calls`, `finish_reason`, `usage`), `tool_start` /
     `tool_end` (`call_id`, `tool`, `args`; `status` and `content` at the end), `approval`
     (a call waits for a human), `decision` (`approved`, `rejected` or `timed_out`), `user` (a
     message sent to the run), `answer` (a session's answer; it waits for the next message),

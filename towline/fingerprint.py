@@ -2,8 +2,9 @@
 
 `agent_version(agent)` is 12 hex digits of a SHA-256 over a canonical JSON
 description of what decides the commands a run emits: the agent's name, its model,
-its output type, every tool of its inventory (name, description, argument schema,
-kind, retries, whether it runs in the workflow or is idempotent, metadata), its
+its output type (and its output mode, unless `"tool"`), every tool of its inventory
+(name, description, argument schema, kind, retries, whether it runs in the workflow
+or is idempotent, metadata), its
 capabilities in order with their configuration (class, then fields; functions and
 classes by qualified name, sub-agents by their own version), its limits, and its MCP
 servers (their names, prefixes, tool filters and retry settings, and when they are listed). Two
@@ -71,6 +72,8 @@ def describe_agent(agent: Agent) -> dict[str, Any]:
         "capabilities": [describe_capability(c) for c in agent.capabilities],
         "limits": agent.limits.model_dump(mode="json"),
     }
+    if agent.output_mode != "tool":  # only then: agents from before output modes keep their version
+        described["output_mode"] = agent.output_mode
     if agent.mcp_servers:  # what the run lists and calls, not where the servers run
         described["mcp_servers"] = [
             {name: _value(getattr(s, name, None), 0) for name in _MCP_FIELDS}

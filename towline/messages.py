@@ -21,6 +21,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
+    field_serializer,
     model_serializer,
 )
 
@@ -185,6 +186,12 @@ class BinaryContent(_Frozen):
     data: bytes
     media_type: str
     """`image/png`, `application/pdf`, `audio/wav`, ..."""
+
+    @field_serializer("data", when_used="json")
+    def _standard_base64(self, data: bytes) -> str:
+        # pydantic's `ser_json_bytes="base64"` writes the URL-safe alphabet; JSON readers
+        # (other clients, the codec server, `base64 -d`) expect the standard one
+        return base64.b64encode(data).decode("ascii")
 
     @property
     def base64(self) -> str:

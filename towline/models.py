@@ -5,7 +5,8 @@ name models by string (`"test"`, a provider string such as `"openai:gpt-4.1-mini
 or a name registered with `TowlinePlugin(models=...)`) so that a run's input and
 history stay JSON.
 
-`OpenAIChatModel`, `OpenAIResponsesModel` and `AnthropicModel` configure a
+`OpenAIChatModel`, `OpenAIResponsesModel`, `AnthropicModel`, `AzureOpenAIModel`,
+`BedrockModel`, `GoogleModel` and `GoogleVertexModel` configure a
 provider explicitly; their code lives on the activity side
 (`towline.activities.providers`) and imports its SDK only when it runs, so
 importing them needs no extra installed.
@@ -28,6 +29,7 @@ from towline.messages import (
     ModelResponse,
     ResponsePart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     Usage,
@@ -48,6 +50,10 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "AnthropicModel",
+    "AzureOpenAIModel",
+    "BedrockModel",
+    "GoogleModel",
+    "GoogleVertexModel",
     "example_args",
 ]
 
@@ -68,7 +74,9 @@ class ModelInfo(BaseModel):
     `native` (the provider's JSON-schema response format, `output_schema`) or `prompted`
     (the schema is in the instructions; the answer is JSON text)."""
     output_schema: dict[str, Any] | None = None
-    """The output's strict JSON schema (an object) in the `native` and `prompted` modes."""
+    """The output's JSON schema (an object; `Agent.output_schema()`) in the `native` and
+    `prompted` modes. A provider sends its strict form (`towline.output_schema.strict_schema`)
+    as the response format in the `native` mode; the answer is then JSON text matching it."""
     model_name: str = ""
     """The name the run selected this model by."""
     run_step: int = 0
@@ -156,7 +164,9 @@ def _word_count(messages: list[Message]) -> int:
 
 @dataclass(frozen=True)
 class TestModel:
-    """Deterministic offline model: calls each offered tool once, then summarises the returns."""
+    """Deterministic offline model: calls each offered tool once, then summarises the returns
+    (or answers the output tool, or, in the `native` and `prompted` output modes, with JSON
+    text that matches the output schema)."""
 
     __test__ = False  # not a pytest class
 
@@ -198,6 +208,8 @@ class TestModel:
             )
             return ModelResponse(parts=[call], usage=usage, model_name=self.name)
         text = self.custom_output_text
+        if info.output_mode != "tool" and info.output_schema is not None:
+            text = json.dumps(example_args(info.output_schema))  # native/prompted: JSON text
         if text is None:
             text = json.dumps({r.tool_name: r.content for r in returns}) if returns else "success"
         return ModelResponse(
@@ -217,7 +229,7 @@ def _since_last_prompt(messages: list[Message]) -> list[Message]:
 
 ModelFunction = Callable[
     [list[Message], ModelInfo],
-    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[str | ToolCallPart] | Iterator[str | ToolCallPart]",
+    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[str | ThinkingPart | ToolCallPart] | Iterator[str | ThinkingPart | ToolCallPart]",
 ]
 
 
@@ -226,10 +238,12 @@ class FunctionModel:
     """A model whose every response is decided by `fn(messages, info)` (sync or async).
 
     `fn` returns a `ModelResponse`, or a `str` for a final text answer. A generator
-    function (sync or async) streams: it yields pieces of text (`str`) and tool calls
-    (`ToolCallPart`); the response is the text joined, then the calls. When the request
-    streams (`ModelSettings.stream`), each piece reaches the run's live events as it is
-    yielded.
+    function (sync or async) streams: it yields pieces of text (`str`), thinking
+    (`ThinkingPart`) and tool calls (`ToolCallPart`); the response is the thinking, then
+    the text joined, then the calls. When the request streams (`ModelSettings.stream`),
+    each piece of text or thinking reaches the run's live events as it is yielded.
+    `info` says what the request offers: tools, the output tool, or the output mode and
+    schema (`info.output_mode`, `info.output_schema`).
     """
 
     fn: ModelFunction
@@ -267,9 +281,10 @@ class FunctionModel:
 
 
 async def _gathered(pieces: Any) -> ModelResponse:
-    """The response a streaming `FunctionModel` yields piece by piece (text, then calls)."""
-    from towline.activities.streaming import text_delta
+    """The response a streaming `FunctionModel` yields piece by piece (thinking, text, calls)."""
+    from towline.activities.streaming import text_delta, thinking_delta
 
+    thinking: list[ThinkingPart] = []
     text: list[str] = []
     calls: list[ToolCallPart] = []
 
@@ -279,9 +294,13 @@ async def _gathered(pieces: Any) -> ModelResponse:
             text_delta(piece)
         elif isinstance(piece, ToolCallPart):
             calls.append(piece)
+        elif isinstance(piece, ThinkingPart):
+            thinking.append(piece)
+            if piece.content:
+                thinking_delta(piece.content)
         else:
-            raise TypeError(f"a streaming FunctionModel yields str or ToolCallPart, not "
-                            f"{type(piece).__name__}")
+            raise TypeError(f"a streaming FunctionModel yields str, ThinkingPart or "
+                            f"ToolCallPart, not {type(piece).__name__}")
 
     if inspect.isasyncgen(pieces):
         async for piece in pieces:
@@ -289,7 +308,9 @@ async def _gathered(pieces: Any) -> ModelResponse:
     else:
         for piece in pieces:
             take(piece)
-    parts: list[ResponsePart] = [TextPart(content="".join(text))] if text else []
+    parts: list[ResponsePart] = [*thinking]
+    if text:
+        parts.append(TextPart(content="".join(text)))
     parts += calls
     return ModelResponse(parts=parts, finish_reason="tool_calls" if calls else "stop")
 
@@ -312,5 +333,8 @@ def resolve_model(name: str, registry: Mapping[str, Model]) -> Model:
 # The provider models live with the activities (they do I/O) and import their SDKs lazily;
 # imported last because they build on the names above.
 from towline.activities.providers.anthropic import AnthropicModel
+from towline.activities.providers.azure import AzureOpenAIModel
+from towline.activities.providers.bedrock import BedrockModel
+from towline.activities.providers.google import GoogleModel, GoogleVertexModel
 from towline.activities.providers.openai_chat import OpenAIChatModel
 from towline.activities.providers.openai_responses import OpenAIResponsesModel

@@ -53,7 +53,8 @@ class ModelRequestNote:
     summary: str
     """The activity's summary: the model, the hook or capability that asks, and the step."""
     digest: str | None
-    """SHA-256 of the request's input as JSON (None: the recorded input could not be read)."""
+    """SHA-256 of the messages the request sends, as JSON (None: the recorded input could not
+    be read)."""
     protocol: str = "chain"
     """How the input carries the messages: `chain` (by reference, today's), or `inline` (an
     earlier protocol); digests of two protocols are not comparable."""
@@ -70,18 +71,18 @@ def _digest(value: Any) -> str:
 
 
 def _content(fields: dict[str, Any]) -> Any:
-    """What a chained request sends, in today's form: its new messages and definitions.
+    """What a chained request sends, in today's form: its new messages.
 
     Read through today's models, so a field added since (written at its default) does
-    not count as a change; the keys naming earlier messages and the definitions are
-    hashes of an older encoding, so they are left out."""
+    not count as a change; the keys naming earlier messages are hashes of an older
+    encoding, so they are left out. So are the tools offered: an agent that gained a
+    tool is a compatible change (its recorded answers still fit), not a divergence."""
     try:
         chain = ChainedRequest.model_validate(fields["chain"])
     except (ValidationError, KeyError, TypeError):
         return fields
-    return to_jsonable_python(
-        {"model": fields.get("model"), "new": chain.new, "definitions": chain.definitions},
-        context={COMPACT: True})
+    return to_jsonable_python({"model": fields.get("model"), "new": chain.new},
+                              context={COMPACT: True})
 
 
 def _note(value: Any, summary: str | None) -> ModelRequestNote:

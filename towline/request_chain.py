@@ -128,7 +128,7 @@ class RequestDefinitions(BaseModel):
     output_mode: OutputMode = Field(default="tool", exclude_if=lambda v: v == "tool")
     """How structured output is asked for (`Agent.output_mode`)."""
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The output's strict JSON schema in the `native` and `prompted` modes."""
+    """The output's JSON schema (`Agent.output_schema()`) in the `native` and `prompted` modes."""
 
     def ref(self) -> str:
         """Their hash, which names them in later requests."""

@@ -99,7 +99,8 @@ class ResumeState(BaseModel):
     usage: Usage
     pending_approvals: dict[str, Any] = Field(default_factory=dict)
     root_run_id: str
-    inbox: list[str] = Field(default_factory=list)
+    inbox: list[str | list[UserContent]] = Field(default_factory=list[str | list[UserContent]])
+    """Messages `send` queued that the run has not taken yet (text, or text and media)."""
     mcp_listings: dict[str, list[MCPToolSpec]] = Field(default_factory=dict)
     """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
     stream: WorkflowStreamState | None = None

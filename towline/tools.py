@@ -5,7 +5,7 @@ function signature with pydantic), the retry budget the model gets for it, and
 how Temporal runs it (timeouts, retry policy, the `idempotent` flag). The
 prepared argument validator lives on the `Tool` and is used by the workflow;
 hooks only ever see and select `ToolDefinition` values, so no hook can loosen
-a schema.
+a schema. A tool may return media parts (an image, a document) for the model to see.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from temporalio.common import RetryPolicy
 
 from towline.messages import ToolCallPart, ToolReturnPart, Usage
@@ -32,6 +33,7 @@ __all__ = [
     "ToolReturn",
     "ToolFunc",
     "ToolResult",
+    "tool_content",
 ]
 
 ToolCall = ToolCallPart
@@ -42,11 +44,29 @@ ToolReturn = ToolReturnPart
 ToolFunc = Callable[..., Any]
 
 
+def tool_content(value: Any) -> Any:
+    """What a tool returned, as the JSON its return record holds.
+
+    Pydantic values become their JSON form, so a media part (`ImageUrl`, `DocumentUrl`,
+    `BinaryContent`, alone or in a list with text and other JSON) reads the same in the
+    workflow, in history and after continue-as-new: a dict with its `kind` (bytes as
+    base64), which `towline.messages.media_in` finds again. A value pydantic cannot
+    serialise is left as it is (its payload fails to encode, as before).
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    try:
+        return to_jsonable_python(value)
+    except (PydanticSerializationError, ValueError, TypeError):
+        return value
+
+
 class ToolResult(BaseModel):
     """What a tool may return to report usage besides its content (e.g. a sub-agent run)."""
 
     content: Any = None
-    """What the model is given."""
+    """What the model is given: text, JSON, or media parts (`ImageUrl`, `DocumentUrl`,
+    `BinaryContent`), alone or in a list with text."""
     usage: Usage = Field(default_factory=Usage)
     """Model usage the tool incurred; folded into the run's usage and ledger."""
     state: dict[str, Any] | None = None

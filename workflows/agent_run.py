@@ -37,6 +37,7 @@ from towline.events import preview
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
     ModelRequest,
+    UserContent,
     UserPart,
     prompt_text,
 )
@@ -109,7 +110,7 @@ class AgentRun(RunHandlers):
         self.stream = RunStream(prior_stream_state(args))
         self._sends = 0
         self._run: Run | None = None
-        self._inbox: list[str] = []
+        self._inbox: list[str | list[UserContent]] = []
         self._cancelled = False
         self._ending = False
         self._decisions: dict[str, ApprovalDecision] = {}

@@ -15,6 +15,7 @@ from typing import Any
 from temporalio import workflow
 
 from towline.errors import PayloadTooLarge
+from towline.messages import UserContent
 from towline.request_chain import RequestBook, RequestChain
 from towline.results import ResumeState, RunInput, WorkerFacts
 
@@ -48,7 +49,7 @@ def should_continue(run: Run, inp: RunInput, *, idle: bool) -> bool:
 
 
 def carried_input(
-    run: Run, inp: RunInput, *, inbox: list[str], facts: WorkerFacts,
+    run: Run, inp: RunInput, *, inbox: list[str | list[UserContent]], facts: WorkerFacts,
     chain: RequestChain | None, stream: Any,
 ) -> RunInput:
     """The next execution's input: the run's state, with the stream's recent events if they

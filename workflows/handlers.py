@@ -14,7 +14,14 @@ from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
 from towline.events import preview
-from towline.messages import MESSAGES, ModelRequest, ModelResponse, UserPart
+from towline.messages import (
+    MESSAGES,
+    ModelRequest,
+    ModelResponse,
+    UserContent,
+    UserPart,
+    prompt_text,
+)
 from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
 from towline.request_refs import REQUEST_QUERY
 from towline.results import RunInput
@@ -32,8 +39,8 @@ class SendInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str
-    """The message."""
+    content: str | list[UserContent]
+    """The message: text, or a list of text and media parts (like `RunInput.prompt`)."""
 
 
 class RunHandlers(HookApi):
@@ -43,7 +50,7 @@ class RunHandlers(HookApi):
     _ended: bool
     _released: bool
     _sends: int
-    _inbox: list[str]
+    _inbox: list[str | list[UserContent]]
     _answers: list[tuple[int, Any]]
     _consumed: int
     request_book: RequestBook
@@ -72,7 +79,7 @@ class RunHandlers(HookApi):
     def _drain_inbox(self, run: Run) -> None:
         while self._inbox:
             content = self._inbox.pop(0)
-            emit("user", content=preview(content))  # streaming
+            emit("user", content=preview(prompt_text(content)))  # streaming
             run.append(ModelRequest(parts=[UserPart(content=content)]))
             self._consumed += 1
 
@@ -90,7 +97,9 @@ class RunHandlers(HookApi):
 
     @send.validator
     def _validate_send(self, message: SendInput) -> None:
-        if not message.content.strip():
+        content = message.content
+        if not (content.strip() if isinstance(content, str) else any(
+                not isinstance(c, str) or c.strip() for c in content)):
             raise ValueError("empty message")
         if self._ended:
             raise ValueError("the run has ended; start a new run with its messages as history")

@@ -26,7 +26,7 @@ from towline.errors import (
     runtime_failure,
 )
 from towline.messages import Message, ModelResponse, Usage
-from towline.options import ModelSettings
+from towline.options import ModelSettings, OutputMode
 from towline.request_chain import RequestBook, RequestDefinitions
 from towline.tools import ToolDefinition
 
@@ -48,6 +48,8 @@ async def call_model(
     *,
     tools: list[ToolDefinition] | None = None,
     output_tools: list[ToolDefinition] | None = None,
+    output_mode: OutputMode = "tool",
+    output_schema: dict[str, Any] | None = None,
     settings: ModelSettings | None = None,
     run_step: int = 0,
     agent: str = "",
@@ -62,12 +64,16 @@ async def call_model(
     The activity heartbeats while it waits for the provider, so a worker that dies
     mid-request is noticed after `heartbeat_timeout` and the request retried elsewhere.
 
+    `output_mode` and `output_schema` (the output's JSON schema, in the `native` and
+    `prompted` modes) reach the model in its `ModelInfo`.
+
     Inside an `AgentRun`, the request travels by reference (`towline.request_chain`):
     its input names the messages a worker already holds with one key, so its size
     does not grow with the conversation.
     """
     definitions = RequestDefinitions(tools=tools or [], output_tools=output_tools or [],
-                                     settings=settings or ModelSettings())
+                                     settings=settings or ModelSettings(),
+                                     output_mode=output_mode, output_schema=output_schema)
     inp = ModelActivityInput(model=model, run_step=run_step, agent=agent)
     book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
     n: int | None = None

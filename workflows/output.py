@@ -1,29 +1,63 @@
 """A run's final output: text, or structured output validated against `output_type`.
 
-Invalid output is answered with a retry record (a `validation_error` return for
-an output-tool call, a `RetryPart` otherwise) and consumes one of the run's
-`output_retries`; past them the run fails with `OutputRetriesExhausted`.
+Structured output comes as the output tool's arguments (`output_mode="tool"`) or as
+the response's text: JSON that matches the schema the provider was given
+(`"native"`), or JSON the model was asked for in its instructions (`"prompted"`,
+code fences and prose around it allowed). Invalid output is answered with a retry
+record (a `validation_error` return for an output-tool call, a `RetryPart`
+otherwise) and consumes one of the run's `output_retries`; past them the run fails
+with `OutputRetriesExhausted`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
-from towline.agent import OUTPUT_TOOL_NAME
+from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import OutputRetriesExhausted
 from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart
+from towline.output_schema import unstrict
 from towline.tools import ToolCall
 
 from .guard import Guard, guarded_sync
 from .run import Run
 
-__all__ = ["CONTINUE", "structured_output", "text_output", "output_retry", "jumped_output"]
+__all__ = [
+    "CONTINUE", "structured_output", "text_output", "output_retry", "jumped_output",
+    "output_instructions", "PROMPTED_OUTPUT",
+]
 
 CONTINUE: Any = object()
 """Returned instead of an output when the run goes on to another turn."""
+
+PROMPTED_OUTPUT = (
+    "Answer with one JSON object that matches the JSON schema below, and nothing else: "
+    "no prose before or after it.\n\nJSON schema:\n{schema}"
+)
+"""The instructions `output_mode="prompted"` adds after the agent's (`{schema}`: the output's
+JSON schema)."""
+
+_FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
+_ERRORS_SHOWN = 2000
+"""Characters of a validation error the model is shown in a retry."""
+
+
+def output_instructions(agent: Agent) -> str | None:
+    """The system text `output_mode="prompted"` adds after the agent's instructions (None in
+    the other modes): the output's JSON schema and how to answer. Deterministic."""
+    schema = agent.output_schema()
+    if agent.output_mode != "prompted" or schema is None:
+        return None
+    return PROMPTED_OUTPUT.format(schema=json.dumps(schema, separators=(",", ":")))
+
+
+class _Invalid(Exception):
+    """Output text that is not the output: why, in words for the model."""
 
 
 def _validated(run: Run, validate: Callable[[Any], Any], value: Any) -> Any:
@@ -58,20 +92,69 @@ def structured_output(run: Run, call: ToolCall) -> Any:
 
 
 def text_output(run: Run, response: ModelResponse) -> Any:
-    """The text answer (or JSON text validated against `output_type`), or `CONTINUE`."""
-    adapter = run.agent.output_adapter
+    """The text answer (or JSON text validated against `output_type`), or `CONTINUE`.
+
+    A response without text (only thinking, say) is empty: it is retried like any
+    invalid output."""
+    agent = run.agent
+    adapter = agent.output_adapter
     text = response.text
     if adapter is None:
         if text:
             return text
         output_retry(run, "the response was empty; answer with text")
         return CONTINUE
+    if agent.output_mode == "tool":
+        try:
+            value = _validated(run, adapter.validate_json, text)
+        except ValidationError as e:
+            output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
+            return CONTINUE
+        return adapter.dump_python(value, mode="json")
     try:
-        value = _validated(run, adapter.validate_json, text)
-    except ValidationError as e:
-        output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
+        return _text_value(run, text)
+    except _Invalid as e:
+        output_retry(run, f"invalid output: {e}. Answer again with only one JSON object that "
+                          "matches the schema.")
         return CONTINUE
-    return adapter.dump_python(value, mode="json")
+
+
+def _json_text(text: str, prompted: bool) -> str:
+    """The JSON in an answer: all of it, or (prompted) its fenced block or outermost object."""
+    if not prompted:
+        return text
+    fenced = _FENCED.search(text)
+    if fenced is not None:
+        return fenced.group(1).strip()
+    start, end = text.find("{"), text.rfind("}")
+    return text[start:end + 1] if 0 <= start < end else text
+
+
+def _text_value(run: Run, text: str) -> Any:
+    """The output (as JSON) of a native or prompted answer; `_Invalid` says what is wrong."""
+    agent = run.agent
+    adapter, schema = agent.output_adapter, agent.output_schema()
+    assert adapter is not None and schema is not None
+    if not text.strip():
+        raise _Invalid("the response was empty")
+    try:
+        value: Any = json.loads(_json_text(text, agent.output_mode == "prompted"))
+    except ValueError as e:
+        raise _Invalid(f"the answer is not valid JSON ({e})") from None
+    except RecursionError:
+        raise _Invalid("the answer is nested too deeply") from None
+    if agent.output_mode == "native":  # a null for an optional field means "not given"
+        value = unstrict(value, schema)
+    if agent.output_wrapped:
+        wrapped: Any = value
+        if not isinstance(wrapped, dict) or "response" not in wrapped:
+            raise _Invalid('the answer is not an object with a "response" key')
+        value = cast(dict[str, Any], wrapped)["response"]
+    try:  # as JSON, as the answer came (a strict output type parses JSON text its own way)
+        validated = _validated(run, adapter.validate_json, json.dumps(value))
+    except ValidationError as e:
+        raise _Invalid(str(e)[:_ERRORS_SHOWN]) from None
+    return adapter.dump_python(validated, mode="json")
 
 
 def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
@@ -96,12 +179,18 @@ def jumped_output(run: Run, response: ModelResponse) -> Any:
     """The output of a run a hook ended by a jump: never a retry, never a failure.
 
     Text for a text agent (None if there is none). For an `output_type` agent the
-    response's text is validated as JSON; when it is not valid output, the run ends
-    with None rather than with a value of the wrong shape.
+    response's text is validated as JSON (read as its output mode reads it); when it
+    is not valid output, the run ends with None rather than with a value of the wrong
+    shape.
     """
     adapter = run.agent.output_adapter
     if adapter is None:
         return response.text or None
+    if run.agent.output_mode != "tool":
+        try:
+            return _text_value(run, response.text)
+        except _Invalid:
+            return None
     try:
         return adapter.dump_python(_validated(run, adapter.validate_json, response.text),
                                    mode="json")

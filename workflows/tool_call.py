@@ -23,7 +23,7 @@ from towline import telemetry
 from towline.activities.io import ENTERED_KEY, ToolActivityResult
 from towline.errors import ModelRetry, ToolError, is_runtime_failure
 from towline.messages import ToolCallPart, ToolReturnStatus, Usage
-from towline.tools import Tool, ToolContext, ToolResult
+from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
 from .guard import Guard, guarded, is_user_code
 from .hooks import maybe_await
@@ -115,5 +115,5 @@ async def _run_in_workflow(c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
         return "unknown", detail, Usage()
     if isinstance(result, ToolResult):
         c.state = result.state
-        return "succeeded", result.content, result.usage
-    return "succeeded", result, Usage()
+        return "succeeded", tool_content(result.content), result.usage
+    return "succeeded", tool_content(result), Usage()

@@ -51,6 +51,7 @@ from .hooks import (
     where_of,
 )
 from .model_call import call_model
+from .output import output_instructions
 from .run import Run
 from .versions import FAILURE_ACCOUNTING, since
 
@@ -67,11 +68,18 @@ class TurnOutcome:
     output_tools: list[ToolDefinition] = field(default_factory=list[ToolDefinition])
 
 
-def render_instructions(messages: list[Message], instructions: str | None) -> list[Message]:
-    """What is sent: the instructions first (their own message), then `messages`."""
-    if not instructions:
+def render_instructions(
+    messages: list[Message], instructions: str | None, output: str | None = None
+) -> list[Message]:
+    """What is sent: the instructions first (their own message), then `messages`.
+
+    `output` is what the prompted output mode asks for (`output.output_instructions`): a
+    system part after the agent's instructions, in the same message.
+    """
+    parts = [SystemPart(content=text) for text in (instructions, output) if text]
+    if not parts:
         return list(messages)
-    return [ModelRequest(id="instructions", parts=[SystemPart(content=instructions)]), *messages]
+    return [ModelRequest(id="instructions", parts=list(parts)), *messages]
 
 
 def _offered(run: Run) -> list[ToolDefinition]:
@@ -167,7 +175,8 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     authorised = {d.name for d in _offered(run)}
     selected = [d for d in state.params.function_tools if d.name in authorised]
     request = ModelCallRequest.model_construct(
-        messages=render_instructions(state.request_messages, state.agent.instructions),
+        messages=render_instructions(state.request_messages, state.agent.instructions,
+                                     output_instructions(agent)),
         tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
         output_tools=state.params.output_tools, run_step=step,
     )
@@ -211,6 +220,8 @@ async def _call_chain(
     made: list[tuple[list[ToolDefinition], ModelResponse]] = []
     limit_hit: list[UsageLimitExceeded] = []
     run.bump(run_step=step)
+    mode = run.agent.output_mode
+    schema = run.agent.output_schema() if mode != "tool" else None  # native: the response format
 
     async def innermost(req: ModelCallRequest) -> ModelResponse:
         if not isinstance(req, ModelCallRequest):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -228,6 +239,7 @@ async def _call_chain(
         try:
             response = await call_model(
                 req.model, req.messages, tools=tools, output_tools=req.output_tools,
+                output_mode=mode, output_schema=schema,
                 settings=req.settings, run_step=step, agent=run.agent.name,
                 timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
                 heartbeat_timeout=run.agent.model_heartbeat_timeout,

@@ -1,5 +1,7 @@
 """Model providers, one module each, named by string: `openai:`, `openai-responses:`,
-`anthropic:` and `ollama:` followed by the provider's model id.
+`anthropic:`, `ollama:`, `google:` (Gemini), `google-vertex:` (Gemini on Vertex AI),
+`azure:` (an Azure OpenAI deployment) and `bedrock:` (Claude on Amazon Bedrock), followed
+by the provider's model id.
 
 `provider_model("anthropic:claude-sonnet-4-5")` builds the model for such a
 string (None for any other string). Nothing here imports a provider SDK: each
@@ -14,6 +16,9 @@ from towline.models import Model
 
 from ._common import ProviderModel
 from .anthropic import AnthropicModel
+from .azure import AzureOpenAIModel
+from .bedrock import BedrockModel
+from .google import GoogleModel, GoogleVertexModel
 from .ollama import OllamaModel
 from .openai_chat import OpenAIChatModel
 from .openai_responses import OpenAIResponsesModel
@@ -26,14 +31,22 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "AnthropicModel",
+    "BedrockModel",
     "OllamaModel",
+    "AzureOpenAIModel",
+    "GoogleModel",
+    "GoogleVertexModel",
 ]
 
 PROVIDERS: dict[str, type[ProviderModel]] = {
     "openai": OpenAIChatModel,
     "openai-responses": OpenAIResponsesModel,
     "anthropic": AnthropicModel,
+    "bedrock": BedrockModel,
     "ollama": OllamaModel,
+    "azure": AzureOpenAIModel,
+    "google": GoogleModel,
+    "google-vertex": GoogleVertexModel,
 }
 """Provider string prefixes and the model class each builds."""
 

@@ -362,7 +362,8 @@ def connection_error(provider: str, error: BaseException) -> ModelConnectionErro
 
 # --- logs --------------------------------------------------------------------------------
 
-_LOGGER_PREFIXES = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic")
+_LOGGER_PREFIXES = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic",
+                    "google_genai", "aiohttp", "botocore")
 
 
 class _Redact(logging.Filter):

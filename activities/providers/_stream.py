@@ -9,13 +9,16 @@ JSON the provider's non-streamed answer would have been, so that its
 the request streamed or not.
 
 - Chat Completions: `stream=True` with `stream_options.include_usage`; the
-  chunks' content and tool-call deltas (by index) are joined.
+  chunks' content and tool-call deltas (by index) are joined, and their
+  `reasoning_content` (or `reasoning`) deltas are the thinking (`thinking_delta`).
 - Responses API: `stream=True`; `response.output_text.delta` events are the
-  text, `response.completed` carries the whole response.
+  text, `response.reasoning_summary_text.delta` the thinking, and
+  `response.completed` carries the whole response (reasoning items included).
 - Anthropic Messages: the SDK's own `messages.stream()` helper, which gathers
-  the final message; an `error` event mid-stream (the HTTP status was 200
-  already) is reported with the status its error type stands for, so an
-  `overloaded_error` is retried like an HTTP 529.
+  the final message (its `thinking_delta` events are the thinking, and a
+  `signature_delta` completes a thinking block); an `error` event mid-stream
+  (the HTTP status was 200 already) is reported with the status its error type
+  stands for, so an `overloaded_error` is retried like an HTTP 529.
 
 A stream that ends before its last event (no finish reason, no completed
 response, no stop reason) is a dropped connection: Temporal retries the call.
@@ -26,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from towline.activities.streaming import text_delta
+from towline.activities.streaming import text_delta, thinking_delta
 from towline.models import ModelConnectionError
 
 from ._common import Endpoint, field_map, items, request_timeout
@@ -50,6 +53,7 @@ async def stream_chat(create: Any, body: Mapping[str, Any], extra: Mapping[str, 
 
     content: list[str] = []
     refusal: list[str] = []
+    thinking: list[str] = []  # `reasoning_content` (vLLM, DeepSeek) or `reasoning` (Ollama)
     calls: dict[int, dict[str, Any]] = {}
     answer: dict[str, Any] = {"object": "chat.completion", "choices": []}
     finish: Any = None
@@ -65,6 +69,10 @@ async def stream_chat(create: Any, body: Mapping[str, Any], extra: Mapping[str, 
                 answer["usage"] = data["usage"]
             for choice in items(data.get("choices")):
                 delta = field_map(choice.get("delta"))
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    thinking.append(reasoning)
+                    thinking_delta(reasoning)
                 if delta.get("content"):
                     content.append(str(delta["content"]))
                     text_delta(str(delta["content"]))
@@ -79,6 +87,8 @@ async def stream_chat(create: Any, body: Mapping[str, Any], extra: Mapping[str, 
         raise _cut_off("openai")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None,
                                "refusal": "".join(refusal) or None}
+    if thinking:
+        message["reasoning_content"] = "".join(thinking)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     answer["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
@@ -117,6 +127,10 @@ async def stream_responses(create: Any, body: Mapping[str, Any], extra: Mapping[
             kind = data.get("type")
             if kind == "response.output_text.delta" and data.get("delta"):
                 text_delta(str(data["delta"]))
+            elif kind == "response.reasoning_summary_text.delta" and data.get("delta"):
+                thinking_delta(str(data["delta"]))
+            elif kind == "response.reasoning_summary_part.added" and data.get("summary_index"):
+                thinking_delta("\n\n")  # summary parts are joined by a blank line
             elif kind in ("response.completed", "response.incomplete"):
                 final = dict(field_map(data.get("response")))
             elif kind in ("response.failed", "error"):
@@ -131,8 +145,10 @@ async def stream_responses(create: Any, body: Mapping[str, Any], extra: Mapping[
 
 
 async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[str, Any],
-                           endpoint: Endpoint) -> dict[str, Any]:
-    """A streamed Messages API request, gathered by the SDK into the final `message`."""
+                           endpoint: Endpoint, provider: str = "anthropic") -> dict[str, Any]:
+    """A streamed Messages API request, gathered by the SDK into the final `message`
+    (thinking blocks with the signature their `signature_delta` brought); the thinking
+    text is reported as it arrives too (`thinking_delta`), apart from the answer's."""
     import anthropic
 
     from .anthropic import anthropic_error
@@ -143,6 +159,8 @@ async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[
             async for event in stream:
                 if event.type == "text" and event.text:
                     text_delta(str(event.text))
+                elif event.type == "thinking" and event.thinking:
+                    thinking_delta(str(event.thinking))
             final = await stream.get_final_message()
     except anthropic.APIStatusError as e:
         if e.status_code < 400:  # an `error` event after the 200 status line
@@ -150,13 +168,13 @@ async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[
             status = ANTHROPIC_ERROR_STATUS.get(kind, 500)
             from ._common import status_error
 
-            raise status_error("anthropic", status, e.body, None, endpoint) from None
-        raise anthropic_error(e, endpoint) from None
+            raise status_error(provider, status, e.body, None, endpoint) from None
+        raise anthropic_error(e, endpoint, provider) from None
     except anthropic.AnthropicError as e:
-        raise anthropic_error(e, endpoint) from None
+        raise anthropic_error(e, endpoint, provider) from None
     data: dict[str, Any] = final.model_dump(mode="json")
     if not data.get("stop_reason"):
-        raise _cut_off("anthropic")
+        raise _cut_off(provider)
     return data
 
 

@@ -5,6 +5,15 @@ same `POST /chat/completions`; point `OPENAI_BASE_URL` (or `base_url=`) at
 them. The request is built and the answer read by two pure functions
 (`build_request`, `parse_response`) around one SDK call, so a streaming
 variant can reuse both and only add an accumulator of deltas.
+
+Frontier features: `ModelSettings.thinking` is `reasoning_effort`; the thinking
+servers such as vLLM, DeepSeek or Ollama return (`message.reasoning_content` or
+`message.reasoning`) becomes a `ThinkingPart` without signature, never sent back (the
+API has no field for it); images, PDFs and audio map as `openai_media` says, and a tool
+that returns them is answered with its text in the `tool` message and the files in a
+user message right after the tool messages (a `tool` message holds text only); native
+structured output is a strict `json_schema` response format; the run's
+`prompt_cache_key` routes every step to the cache holding the previous step's prefix.
 """
 
 from __future__ import annotations
@@ -22,12 +31,15 @@ from towline.messages import (
     RetryPart,
     SystemPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     Usage,
     UserPart,
+    media_in,
 )
 from towline.models import ModelInfo
+from towline.options import Thinking
 from towline.tools import ToolDefinition
 
 from ._common import (
@@ -44,8 +56,11 @@ from ._common import (
     status_error,
 )
 from ._stream import stream_chat
+from .openai_media import chat_part
+from .openai_options import json_schema_format, reasoning_effort, run_cache_key
 
-__all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json"]
+__all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json",
+           "chat_messages", "chat_usage"]
 
 _FINISH: dict[str, Literal["stop", "length", "tool_calls", "content_filter"]] = {
     "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
@@ -73,18 +88,30 @@ class OpenAIChatModel(ProviderModel):
     key_env: ClassVar[str] = "OPENAI_API_KEY"
     url_env: ClassVar[str] = "OPENAI_BASE_URL"
     own_provider: ClassVar[str] = "openai"
+    sends_cache_key: ClassVar[bool] = True
+    """Whether `ModelSettings.prompt_cache` sends the run's `prompt_cache_key`."""
+
+    def effort(self, thinking: Thinking | None) -> str | None:
+        """The `reasoning_effort` sent for `ModelSettings.thinking` (None: the field is left out)."""
+        return reasoning_effort(thinking)
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
         """One Chat Completions request (SDK retries off: Temporal retries)."""
         endpoint = self.endpoint()
-        client = self.sdk_client(endpoint, make_openai_client)
+        client = self.sdk_client(endpoint, self.make_client)
+        key = run_cache_key(info) if self.sends_cache_key and info.settings.prompt_cache else None
         body, extra = build_request(self.model, messages, info, system_role=self.system_role,
-                                    max_tokens_field=self.max_tokens_field)
+                                    max_tokens_field=self.max_tokens_field,
+                                    effort=self.effort(info.settings.thinking), cache_key=key)
         send = stream_chat if info.settings.stream else call_json  # streaming
         data = await send(client.chat.completions.create, body, extra, endpoint)
         response = parse_response(data, info, self.model)
         ref = response.model_name or self.model
         return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+
+    def make_client(self, module: Any, endpoint: Endpoint) -> Any:
+        """The SDK client for `endpoint` (an `AsyncOpenAI`)."""
+        return make_openai_client(module, endpoint)
 
 
 def make_openai_client(module: Any, endpoint: Endpoint) -> Any:
@@ -132,24 +159,63 @@ def call_arguments(call: ToolCallPart) -> str:
     return call.raw_args if call.raw_args is not None else json.dumps(call.args, ensure_ascii=False)
 
 
+def _user_content(content: str | list[Any]) -> str | list[dict[str, Any]]:
+    """A prompt as Chat content: text as is, a list of text and media as content parts."""
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append({"type": "text", "text": item})
+        else:
+            parts.append(chat_part(item, "a prompt"))
+    return parts
+
+
+def _tool_return(p: ToolReturnPart, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tool return as a `tool` message; the media it returned go to `files` (a user
+    message sent after the tool messages, since a `tool` message holds text only)."""
+    rest, media = media_in(p.content)
+    if not media:
+        return {"role": "tool", "tool_call_id": p.tool_call_id, "content": return_text(p)}
+    content: Any = rest[0] if len(rest) == 1 else (rest or "")
+    text = return_text(p.model_copy(update={"content": content}))
+    names = ", ".join(m.media_type or m.kind for m in media)
+    note = f"[{len(media)} file(s) returned ({names}): they follow in the next user message]"
+    if not files:
+        files.append({"type": "text", "text": "The files the tool calls returned:"})
+    files.append({"type": "text", "text": f"From {p.tool_name} (call {p.tool_call_id}):"})
+    files += [chat_part(m, "a tool return") for m in media]
+    return {"role": "tool", "tool_call_id": p.tool_call_id,
+            "content": f"{text}\n{note}" if text else note}
+
+
 def chat_messages(messages: Sequence[Message], system_role: str) -> list[dict[str, Any]]:
-    """Towline messages as Chat Completions messages."""
+    """Towline messages as Chat Completions messages (thinking is not sent: the API has no
+    field for it)."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if isinstance(m, ModelRequest):
+            files: list[dict[str, Any]] = []
             for p in m.parts:
+                answers_call = isinstance(p, ToolReturnPart) or (
+                    isinstance(p, RetryPart) and bool(p.tool_call_id))
+                if files and not answers_call:
+                    out.append({"role": "user", "content": files})
+                    files = []
                 if isinstance(p, SystemPart):
                     out.append({"role": system_role, "content": p.content})
                 elif isinstance(p, UserPart):
-                    out.append({"role": "user", "content": p.content})
+                    out.append({"role": "user", "content": _user_content(p.content)})
                 elif isinstance(p, ToolReturnPart):
-                    out.append({"role": "tool", "tool_call_id": p.tool_call_id,
-                                "content": return_text(p)})
-                elif isinstance(p, RetryPart) and p.tool_call_id:  # pyright: ignore[reportUnnecessaryIsInstance]
+                    out.append(_tool_return(p, files))
+                elif p.tool_call_id:
                     out.append({"role": "tool", "tool_call_id": p.tool_call_id,
                                 "content": retry_text(p)})
                 else:
                     out.append({"role": "user", "content": retry_text(p)})
+            if files:
+                out.append({"role": "user", "content": files})
             continue
         text = m.text
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -168,8 +234,12 @@ def chat_messages(messages: Sequence[Message], system_role: str) -> list[dict[st
 def build_request(
     model: str, messages: Sequence[Message], info: ModelInfo, *,
     system_role: str = "system", max_tokens_field: str = "max_completion_tokens",
+    effort: str | None = None, cache_key: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields)."""
+    """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields).
+
+    `effort` is the `reasoning_effort` to send, `cache_key` the `prompt_cache_key` (None:
+    neither is sent). Raises `unsupported_media` for a media part the API cannot take."""
     body: dict[str, Any] = {"model": model, "messages": chat_messages(messages, system_role)}
     tools = [*info.tools, *info.output_tools]
     if tools:
@@ -181,6 +251,13 @@ def build_request(
         body["top_p"] = settings.top_p
     if settings.max_tokens is not None:
         body[max_tokens_field] = settings.max_tokens
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    native = json_schema_format(info)
+    if native is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": native}
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
     return body, dict(settings.extra)
 
 
@@ -192,6 +269,9 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
     choices = items(data.get("choices"))
     message = field_map(choices[0].get("message") if choices else None)
     parts: list[ResponsePart] = []
+    thinking = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(thinking, str) and thinking:
+        parts.append(ThinkingPart(content=thinking, provider="openai"))
     if message.get("content"):
         parts.append(TextPart(content=str(message["content"])))
     refused = bool(message.get("refusal"))
@@ -213,12 +293,20 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         finish = "content_filter"
     elif finish is None:
         finish = "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop"
-    raw_usage = field_map(data.get("usage"))
-    details = field_map(raw_usage.get("prompt_tokens_details"))
-    usage = Usage(
-        requests=1, input_tokens=int(raw_usage.get("prompt_tokens") or 0),
-        output_tokens=int(raw_usage.get("completion_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
+    return ModelResponse(parts=parts, usage=chat_usage(data.get("usage")),
+                         model_name=str(data.get("model") or model), finish_reason=finish)
+
+
+def chat_usage(value: Any) -> Usage:
+    """A Chat Completions `usage`: cached and cache-written prompt tokens, reasoning tokens
+    (part of the completion tokens)."""
+    raw = field_map(value)
+    prompt = field_map(raw.get("prompt_tokens_details"))
+    completion = field_map(raw.get("completion_tokens_details"))
+    return Usage(
+        requests=1, input_tokens=int(raw.get("prompt_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        cache_read_tokens=int(prompt.get("cached_tokens") or 0),
+        cache_write_tokens=int(prompt.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
     )
-    return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
-                         finish_reason=finish)

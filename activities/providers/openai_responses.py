@@ -3,7 +3,20 @@
 Stateless: every request carries the whole conversation as input items and
 `store` is off, since the run's history is the record (a provider-side copy
 would only be a second one). Like the Chat Completions module, two pure
-functions around one SDK call, ready for a streaming variant.
+functions around one SDK call; streaming reuses both.
+
+Reasoning round trips. A reasoning model's `reasoning` output items become
+`ThinkingPart`s (`id` the item id, `signature` its `encrypted_content`, `content`
+its summary) and the function calls that follow one keep their item id
+(`ToolCallPart.metadata["openai_item_id"]`). Every request that thinks (the settings
+ask for it, or the history holds OpenAI reasoning) asks for
+`include=["reasoning.encrypted_content"]` and sends each reasoning item back right
+before the function calls it led to, those with their ids, as the API requires of a
+stateless client: it refuses a function call whose reasoning item is missing and a
+reasoning item whose encrypted content was changed. A reasoning item that led to an
+answer (not a call) is not sent again: the API drops earlier turns' reasoning anyway,
+and the message it was paired with has no id to be sent with. Thinking from another
+provider family, or OpenAI thinking without encrypted content, is never sent.
 """
 
 from __future__ import annotations
@@ -17,21 +30,40 @@ from towline.messages import (
     ModelRequest,
     ModelResponse,
     ResponsePart,
-    RetryPart,
     SystemPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     Usage,
     UserPart,
+    media_in,
 )
 from towline.models import ModelInfo
 
-from ._common import ProviderModel, field_map, items, parse_args, priced, retry_text, return_text
+from ._common import (
+    ProviderModel,
+    field_map,
+    items,
+    own_thinking,
+    parse_args,
+    priced,
+    retry_text,
+    return_text,
+)
 from ._stream import stream_responses
 from .openai_chat import call_arguments, call_json, make_openai_client
+from .openai_media import responses_part
+from .openai_options import json_schema_format, reasoning_effort, run_cache_key, thinks
 
-__all__ = ["OpenAIResponsesModel", "build_request", "parse_response"]
+__all__ = ["OpenAIResponsesModel", "build_request", "parse_response", "input_items", "ITEM_ID",
+           "ENCRYPTED_REASONING"]
+
+ITEM_ID = "openai_item_id"
+"""The `ToolCallPart.metadata` key of a function call's Responses item id (`fc_…`), kept for
+the calls a reasoning item led to: the API pairs them by it."""
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""The `include` value that asks for reasoning items' encrypted content."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +85,8 @@ class OpenAIResponsesModel(ProviderModel):
         """One Responses API request (SDK retries off: Temporal retries)."""
         endpoint = self.endpoint()
         client = self.sdk_client(endpoint, make_openai_client)
-        body, extra = build_request(self.model, messages, info)
+        key = run_cache_key(info) if info.settings.prompt_cache else None
+        body, extra = build_request(self.model, messages, info, cache_key=key)
         send = stream_responses if info.settings.stream else call_json  # streaming
         data = await send(client.responses.create, body, extra, endpoint)
         response = parse_response(data, info, self.model)
@@ -61,35 +94,92 @@ class OpenAIResponsesModel(ProviderModel):
         return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
 
 
+# --- towline -> Responses ----------------------------------------------------------------
+
+
+def _sendable(part: ThinkingPart) -> bool:
+    """A reasoning item the API can take back: OpenAI's, with its id and encrypted content."""
+    return own_thinking(part, "openai") and bool(part.id) and bool(part.signature)
+
+
+def _user_content(content: str | list[Any]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [{"type": "input_text", "text": item} if isinstance(item, str)
+            else responses_part(item, "a prompt") for item in content]
+
+
+def _tool_output(p: ToolReturnPart) -> str | list[dict[str, Any]]:
+    """A tool return's `output`: its text, or text and media parts when it returned media."""
+    rest, media = media_in(p.content)
+    if not media:
+        return return_text(p)
+    content: Any = rest[0] if len(rest) == 1 else (rest or "")
+    text = return_text(p.model_copy(update={"content": content}))
+    out = [{"type": "input_text", "text": text}] if text else []
+    return out + [responses_part(m, "a tool return") for m in media]
+
+
+def _response_items(m: ModelResponse) -> list[dict[str, Any]]:
+    """A model response as input items, in its parts' order: a reasoning item goes back
+    when a function call with an item id follows it, that call with its id."""
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    parts = m.parts
+    for i, p in enumerate(parts):
+        if not isinstance(p, TextPart) and text:
+            out.append({"role": "assistant", "content": "".join(text)})
+            text = []
+        if isinstance(p, TextPart):
+            text.append(p.content)
+        elif isinstance(p, ThinkingPart):
+            following = next((q for q in parts[i + 1:]
+                              if not (isinstance(q, ThinkingPart) and _sendable(q))), None)
+            if (_sendable(p) and isinstance(following, ToolCallPart)
+                    and following.metadata.get(ITEM_ID)):
+                summary = [{"type": "summary_text", "text": p.content}] if p.content else []
+                out.append({"type": "reasoning", "id": p.id, "encrypted_content": p.signature,
+                            "summary": summary})
+        else:
+            item: dict[str, Any] = {"type": "function_call", "call_id": p.tool_call_id,
+                                    "name": p.tool_name, "arguments": call_arguments(p)}
+            if p.metadata.get(ITEM_ID):
+                item["id"] = str(p.metadata[ITEM_ID])
+            out.append(item)
+    if text:
+        out.append({"role": "assistant", "content": "".join(text)})
+    return out
+
+
 def input_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Towline messages as Responses API input items."""
-    items: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, SystemPart):
-                    items.append({"role": "developer", "content": p.content})
-                elif isinstance(p, UserPart):
-                    items.append({"role": "user", "content": p.content})
-                elif isinstance(p, ToolReturnPart):
-                    items.append({"type": "function_call_output", "call_id": p.tool_call_id,
-                                  "output": return_text(p)})
-                elif isinstance(p, RetryPart) and p.tool_call_id:  # pyright: ignore[reportUnnecessaryIsInstance]
-                    items.append({"type": "function_call_output", "call_id": p.tool_call_id,
-                                  "output": retry_text(p)})
-                else:
-                    items.append({"role": "user", "content": retry_text(p)})
+        if not isinstance(m, ModelRequest):
+            out += _response_items(m)
             continue
-        if m.text:
-            items.append({"role": "assistant", "content": m.text})
-        for c in m.tool_calls:
-            items.append({"type": "function_call", "call_id": c.tool_call_id, "name": c.tool_name,
-                          "arguments": call_arguments(c)})
-    return items
+        for p in m.parts:
+            if isinstance(p, SystemPart):
+                out.append({"role": "developer", "content": p.content})
+            elif isinstance(p, UserPart):
+                out.append({"role": "user", "content": _user_content(p.content)})
+            elif isinstance(p, ToolReturnPart):
+                out.append({"type": "function_call_output", "call_id": p.tool_call_id,
+                            "output": _tool_output(p)})
+            elif p.tool_call_id:
+                out.append({"type": "function_call_output", "call_id": p.tool_call_id,
+                            "output": retry_text(p)})
+            else:
+                out.append({"role": "user", "content": retry_text(p)})
+    return out
 
 
-def build_request(model: str, messages: Sequence[Message], info: ModelInfo) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields)."""
+def build_request(model: str, messages: Sequence[Message], info: ModelInfo, *,
+                  cache_key: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields).
+
+    `cache_key` is the `prompt_cache_key` (None: not sent). Raises `unsupported_media` for a
+    media part the API cannot take."""
     body: dict[str, Any] = {"model": model, "input": input_items(messages), "store": False}
     tools = [*info.tools, *info.output_tools]
     if tools:
@@ -106,7 +196,33 @@ def build_request(model: str, messages: Sequence[Message], info: ModelInfo) -> t
         body["top_p"] = settings.top_p
     if settings.max_tokens is not None:
         body["max_output_tokens"] = settings.max_tokens
+    effort = reasoning_effort(settings.thinking)
+    if effort is not None:
+        body["reasoning"] = {"effort": effort, "summary": "auto"} if effort != "none" else {
+            "effort": effort}
+    carried = any(isinstance(m, ModelResponse) and any(_sendable(t) for t in m.thinking)
+                  for m in messages)
+    if thinks(settings.thinking) or carried:
+        body["include"] = [ENCRYPTED_REASONING]
+    native = json_schema_format(info)
+    if native is not None:
+        body["text"] = {"format": {"type": "json_schema", **native}}
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
     return body, dict(settings.extra)
+
+
+# --- Responses -> towline ----------------------------------------------------------------
+
+
+def _thinking(item: Mapping[str, Any]) -> ThinkingPart:
+    """A `reasoning` output item: its summary texts (joined by blank lines), id and
+    encrypted content."""
+    texts = [str(s.get("text") or "") for s in items(item.get("summary"))]
+    encrypted = item.get("encrypted_content")
+    return ThinkingPart(content="\n\n".join(t for t in texts if t), provider="openai",
+                        id=str(item.get("id") or "") or None,
+                        signature=str(encrypted) if encrypted else None)
 
 
 def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
@@ -114,9 +230,16 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
     parts: list[ResponsePart] = []
     refused = False
     outputs = {t.name for t in info.output_tools}
+    reasoned = False  # a sendable reasoning item came before: keep the calls' item ids
     for item in items(data.get("output")):
         kind = item.get("type")
+        if kind == "reasoning":
+            thinking = _thinking(item)
+            reasoned = _sendable(thinking)
+            parts.append(thinking)
+            continue
         if kind == "message":
+            reasoned = False
             for content in items(item.get("content")):
                 if content.get("type") == "output_text" and content.get("text"):
                     parts.append(TextPart(content=str(content["text"])))
@@ -126,9 +249,11 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         elif kind == "function_call" and item.get("name"):
             args, raw = parse_args(item.get("arguments"))
             name = str(item["name"])
+            metadata = {ITEM_ID: str(item["id"])} if reasoned and item.get("id") else {}
             parts.append(ToolCallPart(tool_name=name, args=args, raw_args=raw,
                                       tool_call_id=str(item.get("call_id") or ""),
-                                      kind="output" if name in outputs else "function"))
+                                      kind="output" if name in outputs else "function",
+                                      metadata=metadata))
     finish: Literal["stop", "length", "tool_calls", "content_filter"]
     incomplete = field_map(data.get("incomplete_details"))
     if data.get("status") == "incomplete" and incomplete.get("reason") == "max_output_tokens":
@@ -139,13 +264,20 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         finish = "tool_calls"
     else:
         finish = "stop"
-    raw_usage = field_map(data.get("usage"))
-    details = field_map(raw_usage.get("input_tokens_details"))
-    usage = Usage(
-        requests=1, input_tokens=int(raw_usage.get("input_tokens") or 0),
-        output_tokens=int(raw_usage.get("output_tokens") or 0),
+    return ModelResponse(parts=parts, usage=responses_usage(data.get("usage")),
+                         model_name=str(data.get("model") or model), finish_reason=finish)
+
+
+def responses_usage(value: Any) -> Usage:
+    """A Responses `usage`: cached and cache-written input tokens, reasoning tokens (part of
+    the output tokens)."""
+    raw = field_map(value)
+    details = field_map(raw.get("input_tokens_details"))
+    output = field_map(raw.get("output_tokens_details"))
+    return Usage(
+        requests=1, input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
         cache_read_tokens=int(details.get("cached_tokens") or 0),
         cache_write_tokens=int(details.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(output.get("reasoning_tokens") or 0),
     )
-    return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
-                         finish_reason=finish)

@@ -82,13 +82,27 @@ def check_exchange(server: FakeProvider, name: str) -> None:
     """
     path = EXCHANGES / f"{name}.json"
     steps = load_exchange(name)
-    seen = [{"path": r.path, "body": r.body} for r in server.requests]
+    seen = [{"path": r.path, "body": body} for r, body in
+            zip(server.requests, _run_key([r.body for r in server.requests]), strict=True)]
     if os.environ.get(RECORD_ENV) == "1":
         for step, request in zip(steps, seen, strict=True):
             step["request"] = request
         path.write_text(json.dumps(steps, indent=2) + "\n")
         raise AssertionError(f"recorded {path.name}: review it and run again without {RECORD_ENV}")
     assert seen == [s["request"] for s in steps]
+
+
+RUN_KEY = "<the run's prompt_cache_key>"
+"""What an exchange file records for an OpenAI `prompt_cache_key` (it hashes the run's random
+workflow id)."""
+
+
+def _run_key(bodies: list[Any]) -> list[Any]:
+    """`bodies` with their `prompt_cache_key` as `RUN_KEY`, once checked to be one key for the run."""
+    keyed = [b for b in bodies if isinstance(b, dict) and "prompt_cache_key" in b]
+    keys = {b["prompt_cache_key"] for b in keyed}
+    assert len(keys) <= 1, f"one run's requests sent different prompt_cache_keys: {keys}"
+    return [{**b, "prompt_cache_key": RUN_KEY} if b in keyed else b for b in bodies]
 
 
 class FakeProvider:
@@ -189,7 +203,13 @@ class FakeProvider:
                     pass
 
             def _stream(self, reply: Reply) -> None:
-                events = reply.events if reply.events is not None else sse_events(self.path, reply.body)
+                events, write = reply.events, encode
+                if ":streamGenerateContent" in self.path:  # Gemini frames its chunks its own way
+                    from gemini_server import gemini_encode, gemini_events
+
+                    events, write = events if events is not None else gemini_events(reply.body), gemini_encode
+                elif events is None:
+                    events = sse_events(self.path, reply.body)
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream; charset=utf-8")
                 self.send_header("cache-control", "no-cache")
@@ -204,7 +224,7 @@ class FakeProvider:
                             break
                         if i and reply.gap:
                             time.sleep(reply.gap)
-                        self.wfile.write(encode(event))
+                        self.wfile.write(write(event))
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass

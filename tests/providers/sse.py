@@ -40,6 +40,7 @@ def encode(event: Event) -> bytes:
 
 def sse_events(path: str, body: Any) -> list[Event]:
     """The events a provider streams for the answer `body` to a request on `path`."""
+    path = path.split("?", 1)[0]  # Azure adds `?api-version=...`
     if path.endswith("/chat/completions"):
         return chat_chunks(body)
     if path.endswith("/responses"):
@@ -50,7 +51,8 @@ def sse_events(path: str, body: Any) -> list[Event]:
 
 
 def chat_chunks(completion: dict[str, Any]) -> list[Event]:
-    """Chat Completions: role, content and tool-call deltas, finish, usage, `[DONE]`."""
+    """Chat Completions: role, thinking (`reasoning_content`, as vLLM and DeepSeek stream it),
+    content and tool-call deltas, finish, usage, `[DONE]`."""
     base = {k: completion[k] for k in ("id", "created", "model") if k in completion}
     base["object"] = "chat.completion.chunk"
     base["system_fingerprint"] = "fp_test"
@@ -62,6 +64,8 @@ def chat_chunks(completion: dict[str, Any]) -> list[Event]:
                                            "finish_reason": finish}]}
 
     out = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    if message.get("reasoning_content"):
+        out += [chunk({"reasoning_content": p}) for p in pieces(message["reasoning_content"])]
     if message.get("content"):
         out += [chunk({"content": p}) for p in pieces(message["content"])]
     for i, call in enumerate(message.get("tool_calls") or []):
@@ -77,7 +81,8 @@ def chat_chunks(completion: dict[str, Any]) -> list[Event]:
 
 
 def responses_events(response: dict[str, Any]) -> list[Event]:
-    """Responses API: created, each output item with its deltas, completed."""
+    """Responses API: created, each output item with its deltas (a reasoning item's summary
+    parts in `response.reasoning_summary_text.delta`s), completed."""
     seq = 0
     out: list[Event] = []
 
@@ -104,6 +109,19 @@ def responses_events(response: dict[str, Any]) -> list[Event]:
                       content_index=c, text=text, logprobs=[])
                 event("response.content_part.done", item_id=item["id"], output_index=index,
                       content_index=c, part=part)
+        elif item["type"] == "reasoning":
+            event("response.output_item.added", output_index=index,
+                  item={**item, "summary": [], "encrypted_content": None})
+            for s, part in enumerate(item.get("summary") or []):
+                event("response.reasoning_summary_part.added", item_id=item["id"],
+                      output_index=index, summary_index=s, part={**part, "text": ""})
+                for p in pieces(part["text"]):
+                    event("response.reasoning_summary_text.delta", item_id=item["id"],
+                          output_index=index, summary_index=s, delta=p)
+                event("response.reasoning_summary_text.done", item_id=item["id"],
+                      output_index=index, summary_index=s, text=part["text"])
+                event("response.reasoning_summary_part.done", item_id=item["id"],
+                      output_index=index, summary_index=s, part=part)
         elif item["type"] == "function_call":
             event("response.output_item.added", output_index=index,
                   item={**item, "arguments": "", "status": "in_progress"})
@@ -118,7 +136,8 @@ def responses_events(response: dict[str, Any]) -> list[Event]:
 
 
 def anthropic_events(message: dict[str, Any]) -> list[Event]:
-    """Anthropic Messages: message_start, each content block, message_delta, message_stop."""
+    """Anthropic Messages: message_start, each content block (text, thinking and tool input
+    in deltas, a thinking block's signature in a `signature_delta`), message_delta, message_stop."""
     usage = message["usage"]
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
              "usage": {**usage, "output_tokens": 1}}
@@ -130,12 +149,25 @@ def anthropic_events(message: dict[str, Any]) -> list[Event]:
             out += [("content_block_delta", {"type": "content_block_delta", "index": index,
                                              "delta": {"type": "text_delta", "text": p}})
                     for p in pieces(block["text"])]
-        else:
+        elif block["type"] == "thinking":  # the text in deltas, then its signature
+            out.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": {"type": "thinking", "thinking": "",
+                                                                  "signature": ""}}))
+            out += [("content_block_delta", {"type": "content_block_delta", "index": index,
+                                             "delta": {"type": "thinking_delta", "thinking": p}})
+                    for p in pieces(block["thinking"])]
+            out.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                "delta": {"type": "signature_delta",
+                                                          "signature": block["signature"]}}))
+        elif block["type"] == "tool_use":
             out.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                 "content_block": {**block, "input": {}}}))
             out += [("content_block_delta", {"type": "content_block_delta", "index": index,
                                              "delta": {"type": "input_json_delta", "partial_json": p}})
                     for p in pieces(json.dumps(block["input"]))]
+        else:  # a block sent whole (redacted_thinking)
+            out.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": block}))
         out.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     out.append(("ping", {"type": "ping"}))
     out.append(("message_delta", {"type": "message_delta",

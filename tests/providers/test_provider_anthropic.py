@@ -99,4 +99,4 @@ async def test_a_failed_return_is_an_error_tool_result(client: Client, anthropic
     last = anthropic_env.bodies()[1]["messages"][-1]
     assert last == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_l", "content": "[failed] no such key: k",
-         "is_error": True}]}
+         "is_error": True, "cache_control": {"type": "ephemeral"}}]}  # the newest block: a breakpoint

@@ -1,5 +1,8 @@
 """What `towline run` (and `towline mcp call`) print while they follow a run: each new
-message once, status changes, approvals waiting, and a session's first answer."""
+message once, status changes, approvals waiting, and a session's first answer.
+
+A response's thinking is shown apart from its answer, as `[step N] thinking: ...`
+(dimmed on a terminal), unless `--hide-thinking`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import sys
 from typing import Any
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
-from towline.cli.render import format_call, short
+from towline.cli.render import content, dim, format_call, short, styled
 from towline.cli.server import say
+from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
 
 __all__ = ["Progress", "Session"]
@@ -18,9 +22,12 @@ __all__ = ["Progress", "Session"]
 class Progress:
     """Prints each new message of a run once: tool calls, their returns, retries, answers."""
 
-    def __init__(self, workflow_id: str, *, quiet: bool = False) -> None:
+    def __init__(self, workflow_id: str, *, quiet: bool = False, show_thinking: bool = True) -> None:
         self.workflow_id = workflow_id
         self.quiet = quiet
+        self.show_thinking = show_thinking
+        self.styled = styled(sys.stderr)
+        """Dim the thinking (progress goes to stderr: a terminal?)."""
         self.printed: set[str] = set()
         self.step = 0
         self.status = "running"
@@ -49,6 +56,9 @@ class Progress:
 
     def _response(self, m: ModelResponse) -> None:
         self.step += 1
+        if m.thinking and self.show_thinking:
+            self._say(dim(f"[step {self.step}] thinking: {short(thinking_text(m.thinking), 100)}",
+                          self.styled))
         calls = [format_call(c.tool_name, c.args, 80) for c in m.tool_calls]
         if calls:
             self._say(f"[step {self.step}] model calls {', '.join(calls)}")
@@ -60,12 +70,12 @@ class Progress:
     def _request(self, m: ModelRequest) -> None:
         for p in m.parts:
             if p.part_kind == "tool_return":
-                self._say(f"[step {self.step}]   {p.tool_name} -> {short(p.content, 80)}"
+                self._say(f"[step {self.step}]   {p.tool_name} -> {content(p.content, 80)}"
                           f"  ({p.status})")
             elif p.part_kind == "retry":
                 self._say(f"[step {self.step}]   retry: {short(p.content, 100)}")
             elif p.part_kind == "user" and self.step > 0:
-                self._say(f"[user] {short(p.content, 100)}")
+                self._say(f"[user] {content(p.content, 100)}")
 
     def state(self, state: dict[str, Any]) -> None:
         """Report status changes and tool calls waiting for approval."""

@@ -8,16 +8,22 @@ command prints can change without touching how run state is read.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TextIO
 
+from towline.events import preview
 from towline.ledger import format_cost
 from towline.messages import Message, ModelRequest, ThinkingPart, Usage
 from towline.results import Counters
 
 __all__ = [
     "short",
+    "content",
+    "thinking_line",
+    "styled",
+    "dim",
     "arguments",
     "format_call",
     "conversation_lines",
@@ -36,6 +42,27 @@ def short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def content(value: Any, limit: int = 120) -> str:
+    """A prompt's or a tool return's content in one line, media parts named by type and size
+    (`[image/png, 5000000 bytes]`) rather than printed as bytes."""
+    return short(preview(value, limit), limit)
+
+
+def styled(stream: TextIO) -> bool:
+    """Whether to style what goes to `stream`: a terminal, unless `NO_COLOR` is set or TERM is
+    `dumb` (https://no-color.org)."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or fake stream
+        return False
+    return tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def dim(text: str, on: bool = True) -> str:
+    """`text` dimmed (ANSI faint) when `on`; as it is otherwise."""
+    return f"\x1b[2m{text}\x1b[22m" if on and text else text
 
 
 def thinking_line(part: ThinkingPart, limit: int = 120) -> str:
@@ -58,8 +85,10 @@ def format_call(tool_name: str, args: dict[str, Any], limit: int = 120) -> str:
     return f"{tool_name}({arguments(args, limit)})"
 
 
-def conversation_lines(messages: list[Message], *, full: bool = True) -> list[str]:
-    """The conversation as aligned lines: who said what, tool calls and their returns."""
+def conversation_lines(messages: list[Message], *, full: bool = True,
+                       thinking: bool = True) -> list[str]:
+    """The conversation as aligned lines: who said what, tool calls and their returns, and
+    (unless `thinking` is off) the model's thinking, its signature abbreviated."""
     limit = 10_000 if full else 120
     lines: list[str] = []
     for m in messages:
@@ -68,10 +97,10 @@ def conversation_lines(messages: list[Message], *, full: bool = True) -> list[st
                 if p.part_kind == "system":
                     lines.append(f"  system     {short(p.content, limit)}")
                 elif p.part_kind == "user":
-                    lines.append(f"  user       {short(p.content, limit)}")
+                    lines.append(f"  user       {content(p.content, limit)}")
                 elif p.part_kind == "tool_return":
                     lines.append(f"  tool       {p.tool_name} [{p.tool_call_id}] {p.status}: "
-                                 f"{short(p.content, limit)}")
+                                 f"{content(p.content, limit)}")
                 else:
                     lines.append(f"  retry      {short(p.content, limit)}")
         else:
@@ -79,7 +108,8 @@ def conversation_lines(messages: list[Message], *, full: bool = True) -> list[st
                 if p.part_kind == "text":
                     lines.append(f"  model      {short(p.content, limit)}")
                 elif p.part_kind == "thinking":
-                    lines.append(f"  thinking   {thinking_line(p, limit)}")
+                    if thinking:
+                        lines.append(f"  thinking   {thinking_line(p, limit)}")
                 else:
                     lines.append(f"  model      calls {format_call(p.tool_name, p.args, limit)} "
                                  f"[{p.tool_call_id}]")
@@ -103,8 +133,9 @@ def counters_lines(counters: Counters, usage: Usage | None) -> list[str]:
     ]
     if usage is not None:
         cached = f" ({usage.cache_read_tokens} cached)" if usage.cache_read_tokens else ""
+        thought = f" ({usage.reasoning_tokens} thinking)" if usage.reasoning_tokens else ""
         lines.append(f"Usage: {usage.requests} requests, {usage.input_tokens} input tokens{cached}, "
-                     f"{usage.output_tokens} output tokens")
+                     f"{usage.output_tokens} output tokens{thought}")
     return lines
 
 

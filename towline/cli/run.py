@@ -5,6 +5,12 @@ machine), the command starts the embedded dev server itself (SQLite under
 ``.towline/``, UI on 8233) for as long as it runs. Unless ``--no-worker`` is given, an
 in-process worker for the agent executes the run. Progress goes to stderr, the answer
 to stdout.
+
+``--attach FILE`` (repeatable) sends files with the prompt, each a `BinaryContent`
+whose media type is read from its content (`towline.media`). Their bytes ride in the
+run's input, so past Temporal's 2 MiB payload limit they need a payload store (the
+embedded server's, ``--payload-store`` or ``TOWLINE_PAYLOAD_STORE``): without one the
+server refuses to start the run, and the command says so.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from towline.cli.common import (
     is_local,
     load_agent,
     model_string,
+    one_line,
     payload_store_of,
     positive,
     read_prompt,
@@ -56,10 +63,11 @@ from towline.cli.server import (
     start_embedded,
     stop_event,
 )
-from towline.cli.watch import stream_run
+from towline.cli.watch import add_thinking_option, stream_run
 from towline.client import run_error, start_run, with_towline
 from towline.ledger import format_cost
-from towline.messages import MESSAGES
+from towline.media import UnknownMediaType, binary_content
+from towline.messages import MESSAGES, BinaryContent, UserContent
 from towline.options import Limits
 from towline.payload_store import STORE_ENV
 from towline.results import RunResult
@@ -118,6 +126,37 @@ async def _follow(
         stopped.cancel()
 
 
+def attachments(paths: list[str]) -> list[UserContent]:
+    """The files of `--attach`, each as a `BinaryContent` of the media type its content shows."""
+    found: list[UserContent] = []
+    for name in paths:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as e:
+            raise CliError(f"cannot attach {name!r}: {e.strerror or one_line(e)}", 2) from None
+        if not data:
+            raise CliError(f"cannot attach {name!r}: the file is empty", 2)
+        try:
+            found.append(binary_content(data))
+        except UnknownMediaType as e:
+            raise CliError(f"cannot attach {name!r}: {e}", 2) from None
+    return found
+
+
+def _refused(e: RPCError, attached: list[UserContent], stored: bool) -> CliError:
+    """Why the server refused to start the run: an input over its payload limit, said plainly."""
+    if "size exceeds limit" not in e.message.lower():
+        return CliError(f"cannot start the run: {e.message}")
+    size = sum(len(a.data) for a in attached if isinstance(a, BinaryContent))
+    what = f"with {size / 1_000_000:.1f} MB of attached files, " if size else ""
+    cure = ("the payload store's threshold must be below Temporal's limit" if stored else
+            "keep large payloads in a payload store: --payload-store file://DIR (or s3://, gs://) "
+            "here and the same store on the worker, or TOWLINE_PAYLOAD_STORE; towline dev keeps "
+            "one in .towline/payloads")
+    return CliError(f"cannot start the run: its input ({what}base64 in JSON) is over the "
+                    f"Temporal server's payload limit (2 MiB by default): {cure}")
+
+
 def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
     if max_steps is None:
         return None
@@ -151,7 +190,7 @@ async def _connect_or_embed(
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
-    store = target.payload_store if STORE_ENV in os.environ else \
+    store = target.payload_store if STORE_ENV in os.environ or args.payload_store else \
         payload_store_of(embedded_store(args.state_dir))
     if store is not None and store.scheme == "file":
         store.directory.mkdir(parents=True, exist_ok=True)
@@ -196,9 +235,15 @@ async def run_command(args: Any) -> int:
         raise CliError("--json prints a finished run's RunResult; a session's answers are printed "
                        "as they come (towline send --json prints one as JSON)", 2)
     agent = load_agent(args.agent)
-    prompt = read_prompt(args.prompt, args.prompt_file)
+    text = read_prompt(args.prompt, args.prompt_file)
+    attached = attachments(args.attach)
+    prompt: str | list[UserContent] = [text, *attached] if attached else text
     limits = _limits(agent, args.max_steps)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    if args.payload_store:
+        target.payload_store = payload_store_of(args.payload_store)
+        if target.payload_store is not None and target.payload_store.scheme == "file":
+            target.payload_store.directory.mkdir(parents=True, exist_ok=True)
     obs = tracing(args.otel_endpoint, Observability())
     stop = stop_event()
     async with AsyncExitStack() as stack:
@@ -218,20 +263,21 @@ async def run_command(args: Any) -> int:
         except WorkflowAlreadyStartedError:
             raise await _duplicate(client, args.id, args.allow_duplicate) from None
         except RPCError as e:
-            raise CliError(f"cannot start the run: {e.message}") from None
+            raise _refused(e, attached, target.payload_store is not None) from None
         address = embedded.address if embedded else target.address
         url = workflow_url(base, target.namespace, handle.id)
         on = f", model {args.model}" if args.model else ""
         say(f"Run {handle.id} started (agent {agent.name}{on}, task queue {args.task_queue}, "
             f"server {address})")
-        progress = Progress(handle.id, quiet=args.quiet)
+        progress = Progress(handle.id, quiet=args.quiet, show_thinking=not args.hide_thinking)
         session = Session(agent, handle.id) if args.session else None
         # streaming: an agent (or run) that streams is shown as its events come
         streamed = not args.quiet and (agent.settings.stream if args.stream is None else args.stream)
         try:
             if streamed:
                 result = await stream_run(client, handle, stop,
-                                         session.answered_with if session else None)
+                                         session.answered_with if session else None,
+                                         show_thinking=not args.hide_thinking)
             else:
                 result = await _follow(handle, progress, stop, session)
         except WorkflowFailureError as e:
@@ -277,6 +323,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("agent", metavar="MODULE:ATTR", help="the agent, e.g. examples.calculator:agent")
     p.add_argument("prompt", nargs="?", help="the user prompt")
     p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-': stdin)")
+    p.add_argument("--attach", action="append", default=[], metavar="FILE",
+                   help="send FILE with the prompt (repeatable): an image (PNG, JPEG, GIF, WebP), "
+                   "a PDF, audio (WAV, MP3, Ogg) or UTF-8 text, its type read from its content")
+    p.add_argument("--payload-store", metavar="URL",
+                   help="keep payloads of 64 KiB and more (attached files, long prompts) in this "
+                   "store, not in the history: file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX; "
+                   f"a worker elsewhere needs the same (default: {STORE_ENV}, else the embedded "
+                   "server's, or .towline/payloads against a local server)")
     add_task_queue(p)
     p.add_argument("--id", metavar="WORKFLOW_ID", help="workflow id (default: <agent>-<random>)")
     p.add_argument("--allow-duplicate", action="store_true",
@@ -300,6 +354,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="do not run an in-process worker (a worker must be running elsewhere)")
     p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no step-by-step progress")
+    add_thinking_option(p)
     p.add_argument("--ui-url", metavar="URL",
                    help="base URL of the Temporal UI (default: TOWLINE_UI_URL, or derived)")
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",

@@ -34,8 +34,9 @@ from towline.ledger import format_cost
 __all__ = ["show_lines", "show_command", "register"]
 
 
-def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]:
-    """The text `towline show` prints."""
+def show_lines(details: RunDetails, now: datetime, url: str | None, *,
+               thinking: bool = True) -> list[str]:
+    """The text `towline show` prints (`thinking` off: without the model's thinking)."""
     d = details
     version = d.counters.agent_version if d.counters is not None else None
     out = [
@@ -74,7 +75,7 @@ def show_lines(details: RunDetails, now: datetime, url: str | None) -> list[str]
                 else json.dumps(output, indent=2, ensure_ascii=False)]
     if d.messages is not None:
         out.append("Conversation:")
-        out.extend(conversation_lines(d.messages) or ["  (empty)"])
+        out.extend(conversation_lines(d.messages, thinking=thinking) or ["  (empty)"])
     return out
 
 
@@ -90,7 +91,7 @@ async def show_command(args: Any) -> int:
     if args.json:
         print_json({**details.to_json(now), "ui_url": url})
     else:
-        print("\n".join(show_lines(details, now, url)))
+        print("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking)))
     return 0
 
 
@@ -100,7 +101,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
         "show", help="print a run's status, counters, cost, pending approvals and conversation",
         description="Print a run's status, ledger counters, usage, cost (when known), the tool "
         "calls waiting for approval, a failing workflow task, and the conversation (from the "
-        "queries while it runs, from its result or failure afterwards).")
+        "queries while it runs, from its result or failure afterwards), the model's thinking "
+        "included (its signature abbreviated; --json has it whole).")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
     p.add_argument("--json", action="store_true", help="print it all as one JSON object")
     p.add_argument("--follow", action="store_true",  # streaming

@@ -5,6 +5,10 @@ from `--from-offset`, running or finished, and prints each event: as text
 (`EventPrinter`, also what `towline run` shows for an agent that streams), or
 as JSON lines with `--json`. `towline show WORKFLOW_ID --follow` is the same.
 Ctrl-C stops watching (the run goes on) and says the offset to resume from.
+
+The model's thinking is shown apart from its answer: each line of it starts with
+`[step N] thinking: `, dimmed on a terminal (`NO_COLOR` turns that off);
+`--hide-thinking` leaves it out (`--json` always has every event).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from towline.cli.common import (
     one_line,
     resolve_target,
 )
-from towline.cli.render import format_call, short
+from towline.cli.render import content, dim, format_call, short, styled
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.cli.server import stop_event
 from towline.client import events
@@ -41,7 +45,7 @@ from towline.events import RunEvent
 from towline.results import RunResult
 
 __all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "register",
-           "add_watch_options", "IDLE_HINT_AFTER"]
+           "add_watch_options", "add_thinking_option", "IDLE_HINT_AFTER"]
 
 IDLE_HINT_AFTER = 10.0
 """Seconds without an event after which `watch` asks whether a worker is running."""
@@ -54,19 +58,26 @@ def _plural(n: int, noun: str) -> str:
 class EventPrinter:
     """Renders run events as lines a person reads; a step's streamed text is written as it comes.
 
-    `run_header` and `outcome` are off for `towline run`, which prints its own.
+    `run_header` and `outcome` are off for `towline run`, which prints its own. Thinking
+    (streamed, or in a `response` event) is shown unless `show_thinking` is off, each line
+    prefixed `[step N] thinking: ` and dimmed when `color` (default: `out` is a terminal).
     """
 
     def __init__(self, workflow_id: str, out: TextIO, *, run_header: bool = True,
-                 outcome: bool = True) -> None:
+                 outcome: bool = True, show_thinking: bool = True,
+                 color: bool | None = None) -> None:
         self.workflow_id = workflow_id
         self.out = out
         self.run_header = run_header
         self.outcome = outcome
-        self.open: int | None = None
-        """The step whose streamed text line is not finished yet."""
+        self.show_thinking = show_thinking
+        self.color = styled(out) if color is None else color
+        self.open: tuple[int, str] | None = None
+        """The step and kind (`text`, `thinking`) whose streamed line is not finished yet."""
         self.attempts: dict[int, int] = {}
-        """Per step: the attempt of the model call whose text was shown."""
+        """Per step: the attempt of the model call whose text or thinking was streamed."""
+        self.streamed: set[tuple[int, str]] = set()
+        """(step, kind) of what was streamed: the `response` event does not repeat it."""
         self.last_text: str | None = None
         """The text of the last response shown (streamed or whole)."""
 
@@ -84,6 +95,11 @@ class EventPrinter:
         self._close()
         self._write(text + "\n")
 
+    def _thinking(self, step: int, text: str) -> str:
+        """`text` as thinking lines: each prefixed with its step, dimmed on a terminal."""
+        prefix = f"[step {step}] thinking: "
+        return dim(prefix + text.replace("\n", "\n" + prefix), self.color)
+
     def __call__(self, e: RunEvent) -> None:
         handler: Callable[[RunEvent], None] | None = getattr(self, f"_on_{e.type}", None)
         if handler is not None:
@@ -97,26 +113,42 @@ class EventPrinter:
         if e.field("prompt"):
             self.line(f"[user] {short(e.field('prompt'), 200)}")
 
-    def _on_text(self, e: RunEvent) -> None:
+    def _streamed(self, e: RunEvent, kind: str) -> None:
+        """A piece of streamed text or thinking: continue its line, or open a new one."""
         step = e.step or 0
         attempt = int(e.field("attempt") or 1)
         shown = self.attempts.get(step)
         if shown is not None and attempt > shown:
             self.line(f"[step {step}] (the model call was retried: attempt {attempt} starts over)")
         self.attempts[step] = attempt
-        if self.open != step:
+        self.streamed.add((step, kind))
+        if kind == "thinking" and not self.show_thinking:
+            return
+        delta = str(e.field("delta") or "")
+        if self.open != (step, kind):
             self._close()
-            self._write(f"[step {step}] ")
-            self.open = step
-        self._write(str(e.field("delta") or ""))
+            self._write(self._thinking(step, delta) if kind == "thinking" else f"[step {step}] {delta}")
+            self.open = (step, kind)
+        elif kind == "thinking":
+            self._write(dim(delta.replace("\n", f"\n[step {step}] thinking: "), self.color))
+        else:
+            self._write(delta)
+
+    def _on_thinking(self, e: RunEvent) -> None:
+        self._streamed(e, "thinking")
+
+    def _on_text(self, e: RunEvent) -> None:
+        self._streamed(e, "text")
 
     def _on_response(self, e: RunEvent) -> None:
         step = e.step or 0
         text = e.field("text")
+        thinking = e.field("thinking")
         self.last_text = text
-        if step in self.attempts:
-            self._close()  # its text was streamed
-        elif text:
+        self._close()  # the end of what was streamed
+        if thinking and self.show_thinking and (step, "thinking") not in self.streamed:
+            self.line(self._thinking(step, str(thinking)))
+        if text and (step, "text") not in self.streamed:
             self.line(f"[step {step}] {text}")
         raw: list[dict[str, Any]] = e.field("tool_calls") or []
         calls = [format_call(str(c.get("tool")), dict(c.get("args") or {}), 80) for c in raw]
@@ -129,7 +161,7 @@ class EventPrinter:
         self.line(f"[step {e.step}]   {e.field('tool')} started  (call id {e.field('call_id')})")
 
     def _on_tool_end(self, e: RunEvent) -> None:
-        self.line(f"[step {e.step}]   {e.field('tool')} -> {short(e.field('content'), 80)}"
+        self.line(f"[step {e.step}]   {e.field('tool')} -> {content(e.field('content'), 80)}"
                   f"  ({e.field('status')})")
 
     def _on_approval(self, e: RunEvent) -> None:
@@ -146,7 +178,7 @@ class EventPrinter:
         self.line(f"call {e.field('call_id')} {decision.replace('_', ' ')}{said}")
 
     def _on_user(self, e: RunEvent) -> None:
-        self.line(f"[user] {short(e.field('content'), 200)}")
+        self.line(f"[user] {content(e.field('content'), 200)}")
 
     def _on_answer(self, e: RunEvent) -> None:
         if self.outcome:
@@ -237,11 +269,12 @@ async def follow(
 
 async def stream_run(
     client: Client, handle: WorkflowHandle[Any, RunResult], stop: asyncio.Event,
-    on_answer: Callable[[Any], None] | None = None,
+    on_answer: Callable[[Any], None] | None = None, *, show_thinking: bool = True,
 ) -> RunResult | None:
     """`towline run` for a run that streams: its events on stderr as they come, then the
     result (None on Ctrl-C). `on_answer` gets a session's first answer."""
-    printer = EventPrinter(handle.id, sys.stderr, run_header=False, outcome=False)
+    printer = EventPrinter(handle.id, sys.stderr, run_header=False, outcome=False,
+                           show_thinking=show_thinking)
     answered = False
 
     def on_event(event: RunEvent) -> None:
@@ -278,7 +311,7 @@ async def watch_command(args: Any) -> int:
         def on_event(e: RunEvent) -> None:
             print(json.dumps(e.to_json(), ensure_ascii=False, default=str), flush=True)
     else:
-        on_event = EventPrinter(args.workflow_id, sys.stdout)
+        on_event = EventPrinter(args.workflow_id, sys.stdout, show_thinking=not args.hide_thinking)
     seen, interrupted = await follow(client, args.workflow_id, on_event,
                                      from_offset=args.from_offset, stop=stop_event())
     if interrupted:
@@ -299,10 +332,18 @@ async def watch_command(args: Any) -> int:
 
 
 def add_watch_options(parser: argparse.ArgumentParser) -> None:
-    """`--from-offset` (and `--json`, for `watch`)."""
+    """`--from-offset` and `--hide-thinking` (and `--json`, for `watch`)."""
     parser.add_argument("--from-offset", type=non_negative, default=0, metavar="N",
                         help="start at the event with this offset (default 0: from the start); "
                         "after an interruption, one more than the last offset seen")
+    add_thinking_option(parser)
+
+
+def add_thinking_option(parser: argparse.ArgumentParser) -> None:
+    """`--hide-thinking`: thinking is shown by default, dimmed on a terminal."""
+    parser.add_argument("--hide-thinking", action="store_true",
+                        help="leave the model's thinking out (by default it is shown apart from "
+                        "the answer: lines starting '[step N] thinking:', dimmed on a terminal)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]

@@ -1,0 +1,76 @@
+"""What the OpenAI APIs (Chat Completions and Responses) share besides messages: the
+reasoning effort `ModelSettings.thinking` stands for, the run's `prompt_cache_key`, and the
+JSON-schema response format of native structured output.
+
+Pure functions, except `run_cache_key`, which reads the activity's workflow id.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from temporalio import activity
+
+from towline.models import ModelInfo
+from towline.options import Thinking
+from towline.output_schema import strict_schema
+
+from ._common import cache_key
+
+__all__ = ["EFFORT_BUDGETS", "reasoning_effort", "thinks", "run_cache_key", "json_schema_format"]
+
+EFFORT_BUDGETS: dict[str, int] = {"low": 1024, "medium": 8192, "high": 24576}
+"""The thinking budget each effort stands for (the equivalence Google documents for the
+OpenAI-compatible endpoint of its thinking models). An int `ModelSettings.thinking` is sent
+as the effort whose budget is nearest to it by ratio: up to ~2.9k tokens `low`, up to ~14k
+`medium`, above that `high`."""
+
+_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def reasoning_effort(thinking: Thinking | None) -> str | None:
+    """The `reasoning_effort` / `reasoning.effort` for `ModelSettings.thinking`, or None to send
+    none (the model's default).
+
+    `False` is `"none"`: the API's value for no reasoning (gpt-5.1 and later; an older
+    reasoning model refuses it with a 400 naming the value, since it cannot switch reasoning
+    off). `True` is `"medium"`, the API's own default effort. An effort is sent as given."""
+    if thinking is None:
+        return None
+    if thinking is False:
+        return "none"
+    if thinking is True:
+        return "medium"
+    if isinstance(thinking, str):
+        return thinking
+    budget = max(int(thinking), 1)
+    return min(EFFORT_BUDGETS, key=lambda effort: abs(math.log(budget / EFFORT_BUDGETS[effort])))
+
+
+def thinks(thinking: Thinking | None) -> bool:
+    """Whether the settings ask the model to think (an effort other than off)."""
+    return thinking is not None and thinking is not False
+
+
+def run_cache_key(info: ModelInfo) -> str:
+    """The run's `prompt_cache_key`: the agent and the workflow id, hashed. Every request of
+    a run shares it, so each step is routed to the cache that holds the previous step's prefix;
+    outside an activity (a direct call) the agent alone names it."""
+    try:
+        workflow_id = activity.info().workflow_id or ""
+    except RuntimeError:
+        workflow_id = ""
+    return cache_key(info.agent or info.model_name, workflow_id)
+
+
+def json_schema_format(info: ModelInfo) -> dict[str, Any] | None:
+    """Native structured output's format, `{"name", "schema", "strict": True}` with the
+    output's strict schema (closed objects, every property required), or None in other modes."""
+    if info.output_mode != "native" or info.output_schema is None:
+        return None
+    schema = strict_schema(info.output_schema)
+    title = schema.get("title")
+    name = _NAME.sub("_", title)[:64] if isinstance(title, str) and title else "output"
+    return {"name": name, "schema": schema, "strict": True}
