@@ -17,6 +17,11 @@ per event, keyed by the call's idempotency key (stable across attempts):
   file is the effect and its own once-per-key guard, created whole in one atomic step, as a
   well-built idempotent tool applies its effect and records its key in one transaction.
 
+Every run needs the payload store: its prompt is padded past the store's threshold
+(`chaos_store.THRESHOLD`), so its start input is a stored payload, which a worker taking
+the run over reads back. One agent (`chaos-bulk`) goes further: its `bulk` tool's results,
+and so its output, are stored payloads too.
+
 `read_effects` reads both.
 """
 
@@ -32,6 +37,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from chaos_store import THRESHOLD
 from temporalio import activity
 from temporalio.common import RetryPolicy
 
@@ -52,10 +58,12 @@ __all__ = [
     "IDEMPOTENT",
     "NON_IDEMPOTENT",
     "USAGE",
+    "BULK",
     "Call",
     "Expected",
     "make_plan",
     "plan_prompt",
+    "prompt_pad",
     "expected",
     "read_effects",
     "read_log",
@@ -72,6 +80,9 @@ THINK = 0.4
 
 CONFIRM = 0.3
 """Seconds the non-idempotent `charge` waits after charging."""
+
+BULK = 4 * THRESHOLD
+"""Characters of a `bulk` result and of the padding of a `chaos-bulk` prompt: stored payloads."""
 
 HEARTBEAT = timedelta(seconds=2)
 """Tool and model heartbeat timeout: a SIGKILLed worker's attempt is retried within ~2 s."""
@@ -181,7 +192,20 @@ def grind(ctx: ToolContext, label: str, seconds: float) -> str:
     return f"grind:{label}"
 
 
-IDEMPOTENT = frozenset({"tally", "crunch", "grind"})
+def bulk_text(label: str, size: int) -> str:
+    """What `bulk` returns: `size` characters drawn from `label` (one payload per call)."""
+    return f"bulk:{label}:" + (f"{label}." * (size // (len(label) + 1) + 1))[:size]
+
+
+@tool(idempotent=True, retry_policy=_RETRY)
+def bulk(ctx: ToolContext, label: str, size: int) -> str:
+    """Idempotent, with a large result: record `label` once, return `size` characters."""
+    _entered(ctx, label)
+    _effect_once(ctx, label)
+    return bulk_text(label, size)
+
+
+IDEMPOTENT = frozenset({"tally", "crunch", "grind", "bulk"})
 """Tools that may run more than once per call: their effect is applied once per key."""
 NON_IDEMPOTENT = frozenset({"send", "charge"})
 """Tools whose every execution is an effect: a second execution of one call is a duplicate."""
@@ -195,28 +219,45 @@ class Call:
     tool: str
     label: str
     seconds: float = 0.0
+    size: int = 0
+    """Characters a `bulk` call returns."""
 
     def args(self) -> dict[str, Any]:
         if self.tool in SLOW:
             return {"label": self.label, "seconds": self.seconds}
+        if self.tool == "bulk":
+            return {"label": self.label, "size": self.size}
         return {"label": self.label}
 
     @property
     def content(self) -> str:
         """What the tool returns."""
+        if self.tool == "bulk":
+            return bulk_text(self.label, self.size)
         return f"{self.tool}:{self.label}"
 
 
-def plan_prompt(plan: list[list[Call]]) -> str:
-    """The prompt that makes an agent follow `plan`."""
-    return json.dumps({"plan": [[[c.tool, c.label, c.seconds] for c in step] for step in plan]})
+def plan_prompt(plan: list[list[Call]], pad: int = 0) -> str:
+    """The prompt that makes an agent follow `plan`, padded by `pad` characters."""
+    prompt: dict[str, Any] = {
+        "plan": [[[c.tool, c.label, c.seconds, c.size] for c in step] for step in plan]}
+    if pad:
+        prompt["pad"] = bulk_text("pad", pad)
+    return json.dumps(prompt)
+
+
+def prompt_pad(agent: str) -> int:
+    """How much padding the prompts of `agent` get: every prompt is a stored payload, so a
+    worker replaying any run needs the store; `chaos-bulk`'s are larger still."""
+    return BULK if agent == "chaos-bulk" else THRESHOLD
 
 
 def _plan_of(messages: list[Message]) -> list[list[Call]]:
     prompt = next(p.text for m in messages if isinstance(m, ModelRequest)
                   for p in m.parts if isinstance(p, UserPart))
     raw: list[list[list[Any]]] = json.loads(prompt)["plan"]
-    return [[Call(str(t), str(label), float(s)) for t, label, s in step] for step in raw]
+    return [[Call(str(t), str(label), float(s), int(n)) for t, label, s, n in step]
+            for step in raw]
 
 
 def _returns(messages: list[Message]) -> list[ToolReturnPart]:
@@ -264,6 +305,7 @@ AGENTS = [
     _agent("chaos-once", [tally, send, charge]),
     _agent("chaos-slow", [tally, crunch, grind]),
     _agent("chaos-fanout", [tally, send, charge, crunch, grind]),
+    _agent("chaos-bulk", [tally, send, bulk]),
 ]
 """Every agent the chaos workers serve."""
 
@@ -291,6 +333,12 @@ def make_plan(agent: str, run: int, rng: Any) -> list[list[Call]]:
         for s in range(rng.randint(3, 4)):
             names = rng.sample(["tally", "send", "charge", "crunch", "grind"], rng.randint(2, 3))
             steps.append([slow(n, s, i) if n in SLOW else Call(n, label(s, i))
+                          for i, n in enumerate(names)])
+    elif agent == "chaos-bulk":  # large prompt and results (stored payloads), and effects
+        steps.append([Call("bulk", label(0, 0), size=BULK)])
+        for s in range(1, rng.randint(3, 5)):
+            names = rng.sample(["tally", "send", "bulk"], rng.randint(1, 2))
+            steps.append([Call(n, label(s, i), size=BULK if n == "bulk" else 0)
                           for i, n in enumerate(names)])
     else:
         raise ValueError(f"no plan for agent {agent!r}")

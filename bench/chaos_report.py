@@ -3,6 +3,7 @@
 `analyse` takes what `bench/chaos.py` collected (each run's final status, result or failure,
 and the ledger snapshots read back from its workflow history), the tools' counting logs and
 the kill log, and returns a `Report`; `Report.table()` prints it, `Report.ok` is the verdict.
+The payload store's figures (`chaos_store`) are added by the bench (`chaos.verdict`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ __all__ = ["Kill", "RunRecord", "Report", "analyse"]
 
 @dataclass(frozen=True)
 class Kill:
-    """One SIGKILL the bench sent: a worker (by pid) or the server."""
+    """One blow the bench dealt: a SIGKILL of a worker (by pid) or of the server, or the
+    payload store going away (`store-down`, pid 0) or coming back (`store-up`)."""
 
     t: float
     """Wall-clock time (`time.time()`)."""
     what: str
-    """`worker` or `server`."""
+    """`worker`, `server`, `store-down` or `store-up`."""
     pid: int
 
 
@@ -49,6 +51,10 @@ class RunRecord:
     partial: PartialRun | None = None
     snapshots: list[Counters] = field(default_factory=list[Counters])
     """Every `towline.counters` memo snapshot of its history, in order."""
+    stored: int = 0
+    """Payload-store references in its history (payloads kept out of it)."""
+    task_failures: int = 0
+    """Workflow tasks that failed (e.g. on the store) and were retried, in its history."""
 
 
 @dataclass
@@ -59,7 +65,10 @@ class Report:
     started: int = 0
     completed: int = 0
     uncertain: int = 0
-    """Runs that failed `UncertainToolEffect` because the tool may really have run."""
+    """Runs that failed `UncertainToolEffect` because the tool had really started."""
+    false_uncertain: int = 0
+    """Runs that failed `UncertainToolEffect` although none of their `unknown` calls' tool
+    functions had started (no entry in `exec.log`, no effect): a run lost for nothing."""
     uncertain_not_started: int = 0
     """`unknown` calls whose function had in fact not started (the worker died after the
     server recorded the entry): no effect happened, but towline cannot tell."""
@@ -72,8 +81,23 @@ class Report:
     """Calls of idempotent tools whose (keyed) effect happened more than once."""
     lost_effects: list[str] = field(default_factory=list[str])
     """Calls recorded `succeeded` without their effect, or `not_executed` with it."""
+    workers: int = 0
+    """Worker processes alive at once."""
     worker_kills: int = 0
     server_kills: int = 0
+    store_outages: int = 0
+    outage_seconds: float = 0.0
+    """How long each payload-store outage lasted (as configured)."""
+    runs_stored: int = 0
+    """Runs whose history refers to the payload store."""
+    stored_payloads: int = 0
+    """Payloads in the store at the end."""
+    store_refusals: int = 0
+    """Store reads and writes that failed (logged by the processes): the outage, felt."""
+    task_failures: int = 0
+    """Workflow tasks that failed and were retried (all runs' histories)."""
+    store_lost: list[str] = field(default_factory=list[str])
+    """References in a history whose payload is missing from the store or not whole."""
     attempts: int = 0
     attempts_retried: int = 0
     """Activity attempts after the first (a lost worker's attempt retried elsewhere)."""
@@ -92,8 +116,9 @@ class Report:
     def ok(self) -> bool:
         """Every run ended (completed, or honestly uncertain), exact ledgers, no duplicate."""
         return (self.completed + self.uncertain == self.started and self.failed_other == 0
-                and self.stuck == 0 and not self.mismatches and self.duplicate_effects == 0
-                and self.duplicate_idempotent == 0 and not self.lost_effects)
+                and self.false_uncertain == 0 and self.stuck == 0 and not self.mismatches
+                and self.duplicate_effects == 0 and self.duplicate_idempotent == 0
+                and not self.lost_effects and not self.store_lost)
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -103,17 +128,27 @@ class Report:
         rows: list[tuple[str, str, str]] = [
             ("runs completed / started", f"{self.completed} / {self.started}",
              "all, but for the honestly uncertain"),
-            ("runs failed UncertainToolEffect, honestly", str(self.uncertain), "explained below"),
-            ("  of their unknown calls, function never started", str(self.uncertain_not_started),
+            ("runs failed UncertainToolEffect, honestly (tool started)", str(self.uncertain),
+             "explained below"),
+            ("false UncertainToolEffect (tool never started)", str(self.false_uncertain), "0"),
+            ("  unknown calls whose function never started", str(self.uncertain_not_started),
              ""),
             ("runs failed otherwise", str(self.failed_other), "0"),
-            (f"runs left RUNNING after a {self.drain_limit:.0f} s drain", str(self.stuck), "0"),
+            (f"runs left stuck (RUNNING after a {self.drain_limit:.0f} s drain)",
+             str(self.stuck), "0"),
             ("counter mismatches", str(len(self.mismatches)), "0"),
             ("duplicate effects, non-idempotent tools", str(self.duplicate_effects), "0"),
             ("duplicate effects, idempotent tools", str(self.duplicate_idempotent), "0"),
             ("effects lost or misreported", str(len(self.lost_effects)), "0"),
+            ("worker processes at once", str(self.workers), ""),
             ("worker SIGKILLs", str(self.worker_kills), ""),
-            ("server SIGKILLs", str(self.server_kills), ""),
+            ("server SIGKILLs (restarted on the same file)", str(self.server_kills), ""),
+            ("payload store outages", f"{self.store_outages} x {self.outage_seconds:.0f} s", ""),
+            ("  store reads/writes refused meanwhile", str(self.store_refusals), ""),
+            ("  workflow task failures in histories, retried", str(self.task_failures), ""),
+            ("  runs with stored payloads", str(self.runs_stored), ""),
+            ("  payloads in the store", str(self.stored_payloads), ""),
+            ("  stored payloads missing or corrupt", str(len(self.store_lost)), "0"),
             ("activity attempts (retried after a loss)",
              f"{self.attempts} ({self.attempts_retried})", ""),
             ("non-idempotent attempts lost before the tool started, rerun",
@@ -131,6 +166,7 @@ class Report:
         for title, items in (("UncertainToolEffect, why", self.explanations),
                              ("counter mismatches", self.mismatches),
                              ("effects lost or misreported", self.lost_effects),
+                             ("stored payloads missing or corrupt", self.store_lost),
                              ("failures", self.failures)):
             if items:
                 lines += ["", f"  {title}:"] + [f"    - {item}" for item in items]
@@ -217,6 +253,12 @@ def _explain(run: RunRecord, ret: ToolReturnPart, call: Call, logs: _Logs,
             f"({after['t'] - lost['t']:.1f} s later) refused to run it again"), True, ran
 
 
+def _started(run: RunRecord, call: Call, logs: _Logs) -> bool:
+    """Whether the call's tool function started in any attempt (its first line logs it)."""
+    return any(e["workflow_id"] == run.workflow_id and e["label"] == call.label
+               for e in logs.execs)
+
+
 def _lost_before_entry(execs: list[dict[str, Any]]) -> int:
     """Attempts of non-idempotent tools lost before the function started, then rerun.
 
@@ -238,6 +280,9 @@ def analyse(runs: Sequence[RunRecord], folder: Path, kills: Sequence[Kill], seed
     execs, effects, attempts = logs.execs, logs.effects, logs.attempts
     report.worker_kills = sum(1 for k in kills if k.what == "worker")
     report.server_kills = sum(1 for k in kills if k.what == "server")
+    report.store_outages = sum(1 for k in kills if k.what == "store-down")
+    report.runs_stored = sum(1 for r in runs if r.stored)
+    report.task_failures = sum(r.task_failures for r in runs)
     report.attempts = len(attempts)
     report.attempts_retried = sum(1 for a in attempts if a["attempt"] > 1)
     report.lost_before_entry = _lost_before_entry(execs)
@@ -297,11 +342,18 @@ def _judge(run: RunRecord, report: Report, logs: _Logs, kills: Sequence[Kill],
             call = by_id.get(ret.tool_call_id)
             if ret.status == "unknown" and call is not None and call.tool not in NON_IDEMPOTENT:
                 found.append(f"{run.workflow_id}: {call.tool} is idempotent, yet `unknown`")
+        started = [_started(run, by_id[ret.tool_call_id], logs) for ret in _returns(messages)
+                   if ret.status == "unknown" and ret.tool_call_id in by_id]
         if why and all(honest for _, honest, _ in why):
-            report.uncertain += 1
-            n["uncertain"] += 1
-            report.explanations += [text for text, _, _ in why]
             report.uncertain_not_started += sum(1 for _, _, ran in why if not ran)
+            if any(started):
+                report.uncertain += 1
+                n["uncertain"] += 1
+                report.explanations += [text for text, _, _ in why]
+            else:
+                report.false_uncertain += 1
+                n["failed"] += 1
+                report.failures += [f"false UncertainToolEffect: {text}" for text, _, _ in why]
         else:
             report.failed_other += 1
             n["failed"] += 1

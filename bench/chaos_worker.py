@@ -1,10 +1,15 @@
 """A worker process of the chaos bench: serves `chaos_agents.AGENTS` until it is SIGKILLed.
 
+`Workers` is the bench's side: it starts these processes, SIGKILLs one and replaces it.
+
     python bench/chaos_worker.py --address 127.0.0.1:7233 --task-queue Q [--namespace NS]
+                                 [--store file://DIR]
 
 `CHAOS_EFFECTS` names the folder the tools count in. Besides the tools' own logs, every
 activity attempt this worker starts is logged to `attempts.log` (workflow id, activity id
 and type, attempt, the tool call's label, pid, time), so the bench can tell which worker an attempt was lost with.
+With `--store` the worker's large payloads go to that `file://` store, shared with the bench's
+client (`chaos_store.CountingStore`: failed store operations go to `store.log`).
 The server may be down when this starts (the bench kills it too): connecting is retried.
 """
 
@@ -14,6 +19,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_agents import AGENTS, EFFECTS_ENV
+from chaos_report import Kill
+from chaos_store import THRESHOLD, CountingStore
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import (
@@ -34,6 +44,57 @@ from temporalio.worker import (
 )
 
 from towline.plugin import TowlinePlugin
+
+__all__ = ["Workers", "serve", "main"]
+
+
+class Workers:
+    """The worker processes: start them, SIGKILL one at random, replace it."""
+
+    def __init__(self, address: str, namespace: str, task_queue: str, folder: Path,
+                 store: str | None = None) -> None:
+        self.command = [sys.executable, str(Path(__file__).resolve()), "--address", address,
+                        "--namespace", namespace, "--task-queue", task_queue]
+        if store is not None:
+            self.command += ["--store", store]
+        self.env = {**os.environ, EFFECTS_ENV: str(folder)}
+        self.log = folder / "workers.log"
+        self.alive: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        """Launch one more worker process (its output goes to `workers.log`)."""
+        with self.log.open("ab") as log:
+            self.alive.append(subprocess.Popen(
+                self.command, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT,
+            ))
+
+    async def ready(self, count: int, patience: float = 60.0) -> None:
+        """Wait until `count` workers have said they poll (in `workers.log`), so that the
+        storm kills workers at work, not ones still importing."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            if self.log.exists() and self.log.read_text().count(" polling\n") >= count:
+                return
+            await asyncio.sleep(0.2)
+
+    def kill_one(self, rng: random.Random) -> Kill:
+        """SIGKILL a random worker (by its pid), reap it and start a replacement."""
+        victim = self.alive.pop(rng.randrange(len(self.alive)))
+        kill = Kill(time.time(), "worker", victim.pid)
+        if victim.poll() is None:
+            os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        self.start()
+        return kill
+
+    def stop(self) -> None:
+        """SIGKILL every worker still running (each by its pid)."""
+        for p in self.alive:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        self.alive = []
 
 
 def _log_attempt(args: Sequence[Any]) -> None:
@@ -65,18 +126,20 @@ class _LogAttempts(Interceptor):
         return Inbound(next)
 
 
-async def _connect(address: str, namespace: str) -> Client:
+async def _connect(address: str, namespace: str, store: str | None) -> Client:
+    counting = None if store is None else CountingStore(
+        store, threshold=THRESHOLD, log=str(Path(os.environ[EFFECTS_ENV]) / "store.log"))
     while True:
         try:
             return await Client.connect(address, namespace=namespace,
-                                        plugins=[TowlinePlugin(AGENTS)])
+                                        plugins=[TowlinePlugin(AGENTS, payload_store=counting)])
         except RuntimeError:  # the server is down (the bench killed it): try again
             await asyncio.sleep(0.5)
 
 
-async def serve(address: str, namespace: str, task_queue: str) -> None:
+async def serve(address: str, namespace: str, task_queue: str, store: str | None = None) -> None:
     """Connect and run the worker until the process is killed."""
-    client = await _connect(address, namespace)
+    client = await _connect(address, namespace, store)
     # A short sticky timeout: after a crash a run's next workflow task leaves the dead
     # worker's sticky queue for the shared one within a second (the default is 10 s).
     worker = Worker(client, task_queue=task_queue, interceptors=[_LogAttempts()],
@@ -91,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True, help="host:port of the Temporal server")
     parser.add_argument("--task-queue", required=True, help="the task queue to poll")
     parser.add_argument("--namespace", default="default", help="the Temporal namespace")
+    parser.add_argument("--store", default=None, help="the payload store's file:// URL")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.address, args.namespace, args.task_queue))
+    asyncio.run(serve(args.address, args.namespace, args.task_queue, args.store))
     return 0
 
 

@@ -9,17 +9,29 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
 
-from towline import Agent, Limits
+from towline import (
+    Agent,
+    Limits,
+    Middleware,
+    ModelRequest,
+    ModelResponse,
+    RunError,
+    TextPart,
+    Usage,
+)
 from towline.cli import run_cli
-from towline.client import run_error
+from towline.client import run, run_error, start_run
+from towline.messages import Message
+from towline.models import FunctionModel, ModelInfo
 from towline.options import INT32_MAX, INT64_MAX
 from towline.testing import towline_worker
 
 agent = Agent(name="input-bounds", model="test")
 
 
-async def _failed(client: Client, raw: Any) -> tuple[str, str, list[int]]:
+async def _failed(client: Client, raw: Any) -> tuple[str, str, list[Any]]:
     """Start a run with raw JSON input; its failure reason, message and event types."""
     async with towline_worker(client, [agent]) as (tclient, queue):
         handle = await tclient.start_workflow(
@@ -65,3 +77,48 @@ def test_cli_max_steps_past_the_ledger_is_a_one_line_error(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "argument --max-steps: 2147483648 is too large (at most 2147483647)" in err
+
+
+# --- usage a model or a hook reports ------------------------------------------------------
+
+
+def _huge_usage(messages: list[Message], info: ModelInfo) -> ModelResponse:
+    del messages, info
+    return ModelResponse(parts=[TextPart(content="done")],
+                         usage=Usage(requests=1, input_tokens=2**63 + 5, output_tokens=1))
+
+
+async def test_a_usage_figure_past_the_ledger_fails_the_model_request(client: Client) -> None:
+    broken = Agent(name="huge-usage", model=FunctionModel(_huge_usage),
+                   model_retry_policy=RetryPolicy(maximum_attempts=3))
+    async with towline_worker(client, [broken]) as (tclient, queue):
+        with pytest.raises(RunError) as failure:
+            await run(tclient, broken, "hi", task_queue=queue)
+    error = failure.value
+    assert error.reason == "ModelRequestFailed"
+    assert f"usage.input_tokens = {2**63 + 5}" in error.message
+    # the partial run is kept: the prompt, and the ledger as last confirmed
+    assert error.partial is not None
+    assert any(isinstance(m, ModelRequest) for m in error.partial.messages)
+    assert error.partial.counters.input_tokens == 0
+
+
+def _report(state: dict[str, Any]) -> dict[str, Any]:
+    del state
+    return {"llm_usage": Usage(requests=1, input_tokens=2**62)}
+
+
+async def test_usage_adding_up_past_the_ledger_ends_the_run_typed(client: Client) -> None:
+    """Each hook report is in range; their sum (2 x 2^62) is not."""
+    greedy = Agent(name="greedy-hook", model="test",
+                   capabilities=[Middleware("greedy", before_model=_report, after_model=_report)])
+    async with towline_worker(client, [greedy]) as (tclient, queue):
+        handle = await start_run(tclient, greedy, "hi", task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        events = [e.event_type async for e in handle.fetch_history_events()]
+    error = run_error(failure.value)
+    assert error.reason == "UsageLimitExceeded"
+    assert "would pass what the ledger records" in error.message
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+    assert error.partial is not None and error.partial.counters.input_tokens <= INT64_MAX

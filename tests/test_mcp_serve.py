@@ -131,6 +131,9 @@ async def test_mcp_serve_over_http_answers_an_sdk_client(
         stop_process(process, signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)
     assert process.returncode == 0
+    assert process.stderr is not None
+    rest = (await process.stderr.read()).decode(errors="replace")
+    assert "Traceback" not in rest and rest.rstrip().endswith("stopped"), rest  # a quiet stop
 
 
 async def test_cancelling_the_mcp_request_cancels_the_run(

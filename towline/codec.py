@@ -223,16 +223,18 @@ class EncryptionCodec(PayloadCodec):
                 continue
             key_id = p.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
             key = self.keys.decryption_key(key_id)
+            # The key id first: a stuck run's one-line listing cuts what follows.
             if key is None:
                 raise DecryptionError(
-                    f"payload encrypted with key id {key_id!r}, which is not among the keys "
-                    f"this process holds ({KEY_ENV} or the key provider)"
+                    f"key id {key_id[:80]!r} is not among the keys this process holds ({KEY_ENV} "
+                    "or the key provider): a payload encrypted with it cannot be decrypted"
                 )
             try:
                 plain = AESGCM(key).decrypt(p.data[:_NONCE], p.data[_NONCE:], key_id.encode())
             except InvalidTag:
                 raise DecryptionError(
-                    f"payload with key id {key_id!r} does not decrypt: wrong key, or corrupted"
+                    f"key id {key_id[:80]!r}: a payload does not decrypt with the key this "
+                    "process holds under that id (a different key, or a corrupted payload)"
                 ) from None
             decoded = Payload()
             decoded.ParseFromString(plain)

@@ -13,6 +13,13 @@ configured UI origins only (with credentials, so the UI may send the user's
 token). Requests may be prefixed by a namespace (`/default/decode`) as some UI
 setups do; the `X-Namespace` header is accepted and ignored (one key set serves
 every namespace).
+
+Who may call it: only requests addressed to it by name — localhost, the host it binds
+and `allowed_hosts` (`towline.http_guard.HostCheck`, the check `towline mcp-serve`
+makes) — so a web page cannot reach it through DNS rebinding; with `path` set, only
+requests under that secret path (what `towline dev --encrypt` does: the UI can carry a
+path in its codec endpoint, but no fixed token); with `auth`, only requests carrying
+that `Authorization` header.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
+import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,14 +40,23 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from towline.errors import ConfigurationError
+from towline.http_guard import HostCheck
 
-__all__ = ["CodecServer", "DEFAULT_ORIGINS", "MAX_BODY"]
+__all__ = ["CodecServer", "DEFAULT_ORIGINS", "MAX_BODY", "secret_path"]
 
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
 """UI origins allowed by default: the embedded dev server's UI."""
 MAX_BODY = 64 * 1024 * 1024
 """Largest request body accepted (the UI batches many payloads of up to 2 MiB)."""
 _ALLOW_HEADERS = "Content-Type, X-Namespace, Authorization"
+_READ_TIMEOUT = 30.0
+"""Seconds a connection may take to send its request (a slow or stalled client frees its thread)."""
+_DIGITS = re.compile(r"[0-9]{1,20}")
+
+
+def secret_path() -> str:
+    """A fresh unguessable path segment (128 bits) for `CodecServer.path`."""
+    return secrets.token_urlsafe(16)
 
 
 @dataclass
@@ -55,6 +73,12 @@ class CodecServer:
     """Browser origins (the Temporal UI's) allowed to call it; `*` allows any."""
     auth: str | None = None
     """When set, the exact `Authorization` header value every request must carry."""
+    allowed_hosts: Sequence[str] = ()
+    """`Host` names it answers besides localhost's and `host`'s (`*`: any; behind a proxy)."""
+    path: str = ""
+    """When set, a secret first path segment every request must start with (see `url`)."""
+    hosts: HostCheck = field(init=False, repr=False)
+    """The `Host` check (from `host` and `allowed_hosts`)."""
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
@@ -62,16 +86,19 @@ class CodecServer:
         if self.auth is not None and not self.auth.strip():
             raise ConfigurationError("the codec server's auth header value is empty")
         self.origins = tuple(o.rstrip("/") for o in self.origins)
+        self.path = self.path.strip("/")
+        if "/" in self.path or "?" in self.path:
+            raise ConfigurationError("the codec server's path is one segment")
+        self.hosts = HostCheck.serving(self.host, self.allowed_hosts)
 
     @property
     def url(self) -> str:
-        """`http://host:port`, the codec endpoint to configure."""
-        return f"http://{self.host}:{self.port}"
+        """`http://host:port[/path]`, the codec endpoint to configure."""
+        return f"http://{self.host}:{self.port}" + (f"/{self.path}" if self.path else "")
 
     def start(self) -> CodecServer:
         """Listen and serve in a daemon thread; returns self."""
-        server = ThreadingHTTPServer((self.host, self.port), _handler(self))
-        server.daemon_threads = True
+        server = _QuietServer((self.host, self.port), _handler(self))
         self.port = int(server.server_address[1])
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="towline-codec-server",
@@ -104,6 +131,16 @@ class CodecServer:
             return origin
         return None
 
+    def route(self, path: str) -> str | None:
+        """The request path without the secret `path` (None if it does not start with it)."""
+        path = path.split("?", 1)[0]
+        if not self.path:
+            return path
+        first, _, rest = path.lstrip("/").partition("/")
+        if not hmac.compare_digest(first.encode(), self.path.encode()):
+            return None
+        return "/" + rest
+
     def authorized(self, header: str | None) -> bool:
         """Whether a request's `Authorization` header passes (constant-time comparison)."""
         if self.auth is None:
@@ -119,9 +156,19 @@ class CodecServer:
         return json_format.MessageToJson(Payloads(payloads=result)).encode()
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """No traceback on stderr when a client goes away or stalls mid-request."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A broken or timed-out connection concerns that client only."""
+
+
 def _handler(server: CodecServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "towline-codec-server"
+        timeout = _READ_TIMEOUT
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: request lines would go to stderr on every UI refresh."""
@@ -145,31 +192,66 @@ def _handler(server: CodecServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def _error(self, status: int, message: str) -> None:
+            self.close_connection = True  # the request's body may be unread
             self._reply(status, json.dumps({"error": message}).encode())
 
+        def _refused(self) -> bool:
+            """Answer a request not addressed to this server by name (DNS rebinding)."""
+            if server.hosts.allows(self.headers.get("Host")):
+                return False
+            self._error(421, "this server does not answer to that Host name")
+            return True
+
+        def _route(self) -> str | None:
+            path = server.route(self.path)
+            if path is None:
+                self._error(404, "no such endpoint")
+            return path
+
         def do_OPTIONS(self) -> None:
+            if self._refused() or self._route() is None:
+                return
             self.send_response(200 if server.allowed_origin(self.headers.get("Origin")) else 403)
             self._cors()
             self.send_header("Content-Length", "0")
             self.end_headers()
 
         def do_GET(self) -> None:
+            if self._refused() or self._route() is None:
+                return
             self._reply(200, b"towline codec server: POST /encode or /decode\n", "text/plain")
 
         def do_POST(self) -> None:
-            operation = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+            if self._refused():
+                return
+            path = self._route()
+            if path is None:
+                return
+            operation = path.rstrip("/").rsplit("/", 1)[-1]
             if operation not in ("encode", "decode"):
-                self._error(404, f"no such endpoint {self.path!r}: use /encode or /decode")
+                self._error(404, "no such endpoint: use /encode or /decode")
                 return
             if not server.authorized(self.headers.get("Authorization")):
                 self._error(401, "missing or wrong Authorization header")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            declared = (self.headers.get("Content-Length") or "0").strip()
+            if not _DIGITS.fullmatch(declared):
+                self._error(400, "Content-Length is not a number of bytes")
+                return
+            length = int(declared)
             if length > MAX_BODY:
                 self._error(413, f"request body over {MAX_BODY} bytes")
                 return
             try:
-                body = server.transform(operation, self.rfile.read(length))
+                received = self.rfile.read(length)
+            except OSError:  # the client stalled past the read timeout, or went away
+                self.close_connection = True
+                return
+            if len(received) < length:
+                self._error(400, "request body shorter than its Content-Length")
+                return
+            try:
+                body = server.transform(operation, received)
             except (json_format.ParseError, UnicodeDecodeError) as e:
                 self._error(400, f"not a Payloads JSON body: {e}")
                 return

@@ -35,6 +35,7 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
+from towline.codec import DecryptionError
 from towline.errors import RunFailure
 from towline.heap import paused_gc
 from towline.messages import COMPACT
@@ -99,10 +100,19 @@ class TowlineFailureConverter(DefaultFailureConverter):
 
 
 class TowlineEncodedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
-    """The same, for failures whose message is encoded (encrypted) with the payload codec."""
+    """The same, for failures whose message is encoded (encrypted) with the payload codec.
+
+    Except a `DecryptionError`'s: it names a key id only, and must be readable by whoever
+    lacks the key (`towline runs --stuck` shows why a run waits).
+    """
 
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
                    failure: Any) -> None:
+        if isinstance(exception, DecryptionError):
+            # Encrypted, it would read "Encoded failure" to the very process that lacks the
+            # key; its message names a key id only, never a key or content.
+            TowlineFailureConverter().to_failure(exception, payload_converter, failure)
+            return
         if isinstance(exception, RunFailure):
             exception.__traceback__ = None  # encoded attributes would carry it otherwise
         super().to_failure(exception, payload_converter, failure)

@@ -27,8 +27,10 @@ long as histories refer to them (a bucket lifecycle rule past your retention).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +46,12 @@ from temporalio.converter import (
 )
 
 from towline.errors import ConfigurationError
+from towline.unreadable_payloads import MissingPayload, TolerantDriver, TolerantStorage
 
 __all__ = [
     "PayloadStore",
     "FileStorageDriver",
+    "InvalidPayloadReference",
     "STORE_ENV",
     "DEFAULT_THRESHOLD",
     "DEFAULT_MAX_PAYLOAD",
@@ -61,6 +65,15 @@ DEFAULT_THRESHOLD = 64 * 1024
 DEFAULT_MAX_PAYLOAD = 50 * 1024 * 1024
 """The largest payload a store accepts (the contrib drivers' default)."""
 _SCHEMES = ("file", "s3", "gs")
+_FILE_KEY = re.compile(r"([0-9a-f]{2})/([0-9a-f]{64})")
+"""The only key a `file://` claim may hold: `xx/<sha256>`, as `FileStorageDriver` writes it."""
+
+
+class InvalidPayloadReference(ValueError):
+    """A stored-payload reference no store could ever resolve (a key of the wrong shape).
+
+    Retrying cannot help, unlike a payload not found (yet) or a store out of reach.
+    """
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,10 @@ class PayloadStore:
     readable in the UI). 0 stores every payload."""
     max_payload_size: int = DEFAULT_MAX_PAYLOAD
     """The largest payload stored; a larger one still fails its run with `PayloadTooLarge`."""
+    missing_after: float = 60.0
+    """Seconds a referenced payload may be missing from a reachable store (Temporal retrying
+    meanwhile) before it is missing for good: then a run's start input ends the run
+    `InvalidRunInput`, and an update or signal carrying it is refused."""
     _storage: list[ExternalStorage] = field(default_factory=list[ExternalStorage], init=False,
                                             repr=False, compare=False)
     _closers: list[Callable[[], Awaitable[None]]] = field(
@@ -89,6 +106,8 @@ class PayloadStore:
             raise ConfigurationError(f"payload store {self.url!r} names no bucket")
         if parts.scheme == "file" and not (parts.netloc or parts.path):
             raise ConfigurationError(f"payload store {self.url!r} names no directory")
+        if not self.missing_after >= 0:
+            raise ConfigurationError("payload store missing_after must be 0 or more seconds")
         if self.threshold < 0:
             raise ConfigurationError("payload store threshold must be 0 or more bytes")
         if self.max_payload_size <= self.threshold:
@@ -127,9 +146,13 @@ class PayloadStore:
         return made.driver
 
     def external_storage(self) -> ExternalStorage:
-        """The data converter's `ExternalStorage` for this store (one driver, made once)."""
+        """The data converter's `ExternalStorage` for this store (one driver, made once).
+
+        A reference that can never be read becomes a placeholder rather than a workflow
+        task that fails forever (`towline.unreadable_payloads`)."""
         if not self._storage:
-            self._storage.append(ExternalStorage(drivers=[self.driver()],
+            driver = TolerantDriver(self.driver(), self.missing_after)
+            self._storage.append(TolerantStorage(drivers=[driver],
                                                  payload_size_threshold=self.threshold))
         return self._storage[0]
 
@@ -161,6 +184,10 @@ class FileStorageDriver(StorageDriver):
     def __init__(self, directory: Path | str, *, name: str = "towline.file",
                  max_payload_size: int = DEFAULT_MAX_PAYLOAD) -> None:
         self.directory = Path(directory)
+        # Made now, so that a directory missing later means the store is away (retried
+        # until it is back), while a payload missing from it is missing.
+        with contextlib.suppress(OSError):  # away right now (a dangling link, no mount)
+            self.directory.mkdir(parents=True, exist_ok=True)
         self._name = name
         self.max_payload_size = max_payload_size
 
@@ -196,17 +223,39 @@ class FileStorageDriver(StorageDriver):
             os.replace(tmp, path)
         return StorageDriverClaim(claim_data={"key": key, "sha256": digest})
 
-    def _read(self, claim: StorageDriverClaim) -> Payload:
+    def _path(self, claim: StorageDriverClaim) -> tuple[Path, str]:
+        """The file a claim names, and its hash; `InvalidPayloadReference` unless it is
+        `xx/<sha256>` under the store's directory (never an absolute path, `..`, a symlink
+        out, or any other shape: a reference comes from the history, which anyone who can
+        start a run or send an update writes)."""
         key, digest = claim.claim_data.get("key", ""), claim.claim_data.get("sha256", "")
-        path = self.directory / key
-        if not digest or Path(key).name != digest or ".." in Path(key).parts:
-            raise ValueError(f"invalid file store claim {dict(claim.claim_data)}")
+        shape = _FILE_KEY.fullmatch(key)
+        if shape is None or shape.group(2) != digest or shape.group(1) != digest[:2]:
+            shown = {k: v[:80] for k, v in list(claim.claim_data.items())[:4]}
+            raise InvalidPayloadReference(
+                f"invalid file store reference {shown}: a key is 'xx/<sha256>' under the store")
+        root = self.directory.resolve()
+        path = (root / key).resolve()
+        if path.parent.parent != root:
+            raise InvalidPayloadReference(
+                f"file store reference {key} leads out of {root} (a symlink)")
+        return path, digest
+
+    def _read(self, claim: StorageDriverClaim) -> Payload:
+        path, digest = self._path(claim)
         try:
             data = path.read_bytes()
+        except FileNotFoundError as e:
+            if not self.directory.is_dir():  # the store is away (unmounted, moved): retried
+                raise RuntimeError(f"payload store directory {self.directory} is not there") from e
+            raise MissingPayload(f"stored payload {digest[:2]}/{digest} is not in "
+                                 f"{self.directory}") from None
         except OSError as e:
-            raise RuntimeError(f"stored payload {key} not found in {self.directory}: {e}") from e
+            raise RuntimeError(f"stored payload {digest[:2]}/{digest} could not be read from "
+                               f"{self.directory}: {e}") from e
         if hashlib.sha256(data).hexdigest() != digest:
-            raise ValueError(f"stored payload {key} in {self.directory} does not match its hash")
+            raise MissingPayload(f"stored payload {digest} in {self.directory} does not match "
+                                 f"its hash")
         payload = Payload()
         payload.ParseFromString(data)
         return payload

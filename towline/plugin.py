@@ -33,7 +33,13 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, WorkflowRunner
+from temporalio.worker import (
+    ReplayerConfig,
+    Worker,
+    WorkerConfig,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
@@ -49,6 +55,7 @@ from towline.converter import (
     failure_converter_for,
 )
 from towline.errors import ConfigurationError, RunFailure
+from towline.hashseed import warn_unless_pinned
 from towline.heap import settle_heap
 from towline.mcp import MCPServer
 from towline.model_access import ModelAccess
@@ -59,6 +66,7 @@ from towline.payloads import register_payload_limit
 from towline.registration import ATTRIBUTE_CACHE
 from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
+from towline.unreadable_payloads import without_store
 from towline.workflows import AgentRun
 
 __all__ = ["TowlinePlugin", "PASSTHROUGH_MODULES"]
@@ -77,6 +85,10 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     base = existing if isinstance(existing, SandboxedWorkflowRunner) else None
     restrictions = base.restrictions if base else SandboxRestrictions.default
     return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
+
+_WITHOUT_STORE = without_store()
+"""Without a store, references are still read: as placeholders, never a stuck task."""
 
 
 def _converter(
@@ -102,7 +114,8 @@ def _converter(
         if failure_class in (DefaultFailureConverter, TowlineFailureConverter):
             failure_class = TowlineEncodedFailureConverter
     failures = failure_converter_for(failure_class)
-    storage = store.external_storage() if store is not None else base.external_storage
+    storage = (store.external_storage() if store is not None
+               else base.external_storage or _WITHOUT_STORE)
     if (base.payload_converter_class is TowlinePayloadConverter and codec is base.payload_codec
             and base.failure_converter_class is failures and storage is base.external_storage):
         return base
@@ -283,6 +296,11 @@ class TowlinePlugin(SimplePlugin):
             config["client"] = Client(**client_config)
         return config
 
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """Also warn if this process's string-hash seed is not towline's (`towline.hashseed`)."""
+        warn_unless_pinned("replayer")
+        return super().configure_replayer(config)
+
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
     ) -> None:
@@ -292,6 +310,7 @@ class TowlinePlugin(SimplePlugin):
         The answer is kept in `ATTRIBUTE_CACHE`, so runs on this worker ask the server
         nothing more (see `towline.activities.search_attributes`).
         """
+        warn_unless_pinned("worker")
         client, namespace = worker.client, worker.client.namespace
         try:
             await ATTRIBUTE_CACHE.register(client, namespace)

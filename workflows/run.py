@@ -20,7 +20,7 @@ from towline.errors import UsageLimitExceeded, runtime_failure
 from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
-from towline.options import Limits, ModelSettings
+from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
 from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 from towline.tools import Tool
@@ -114,15 +114,24 @@ class Run:
 
     def add_usage(self, usage: Usage) -> None:
         """Fold usage into the run's totals and the ledger's tokens and cost."""
-        self.usage = self.usage + usage
         changes: dict[str, Any] = {
             "input_tokens": self.counters.input_tokens + usage.input_tokens,
             "output_tokens": self.counters.output_tokens + usage.output_tokens,
         }
+        total = self.usage + usage
         if usage.cost or usage.unpriced_requests:
             # the ledger's cost is the run's summed dollars, rounded once (not per response)
-            changes["cost_micros"] = round(self.usage.cost * 1_000_000)
-            changes["unpriced_requests"] = self.usage.unpriced_requests
+            changes["cost_micros"] = round(min(total.cost, COST_MAX) * 1_000_000)
+            changes["unpriced_requests"] = total.unpriced_requests
+        # Past its 64-bit fields the ledger cannot record the run: end it, typed, with its
+        # partial run and the counters as last confirmed (each response is bounded by the
+        # model activity; a hook's `llm_usage` or a very long run could still add up).
+        for name, value in changes.items():
+            if value > INT64_MAX:
+                raise runtime_failure(UsageLimitExceeded(
+                    f"the run's {name} ({value}) would pass what the ledger records "
+                    f"({INT64_MAX})"))
+        self.usage = total
         self.bump(**changes)
 
     def check_spend(self) -> None:

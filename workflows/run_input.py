@@ -24,10 +24,14 @@ from temporalio.common import RawValue
 from towline.errors import InvalidRunInput
 from towline.heap import paused_gc
 from towline.results import RunInput
+from towline.unreadable_payloads import unreadable_reason
 
 __all__ = ["decode_run_input", "agent_named_in", "describe_errors"]
 
 _EXAMPLE = '{"agent": "calculator", "prompt": "What is 6 times 7?"}'
+_REFERENCES = ("json/external-storage-reference",)
+"""Encodings of a payload store reference (Temporal's external storage) left unresolved."""
+_REFERENCE_TYPE = b"temporal.api.sdk.v1.ExternalStorageReference"
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
                              rb"(?<![0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
@@ -51,6 +55,13 @@ def _raw_problem(raw: RawValue) -> str:
     """Why a payload could not be decoded, in words."""
     payload = raw.payload
     encoding = payload.metadata.get("encoding", b"").decode(errors="replace")
+    reason = unreadable_reason(payload)
+    if reason is not None:  # a payload store reference this worker can never read
+        return f"the input could not be read: {reason}"
+    if encoding in _REFERENCES or payload.metadata.get("messageType") == _REFERENCE_TYPE:
+        return ("the input is in a payload store, and this worker has none: start the workers "
+                "with the clients' store (towline worker --payload-store URL, or "
+                "TowlinePlugin(payload_store=...))")
     if encoding not in ("json/plain", ""):
         return f"the input is encoded as {encoding!r}; AgentRun takes JSON ({_EXAMPLE})"
     data = payload.data

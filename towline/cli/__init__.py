@@ -94,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     the interpreter during normal finalisation (temporalio/sdk-python#300), which would
     turn a successful command into a crash exit code.
     """
+    if argv is None:  # the script itself: commands that run workflow code pin the hash seed
+        from towline.hashseed import pin_hash_seed
+
+        pin_hash_seed(sys.argv[1:])
     code = run_cli(argv)
     sys.stdout.flush()
     sys.stderr.flush()

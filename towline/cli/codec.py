@@ -37,7 +37,8 @@ async def codec_server_command(args: Any) -> int:
     origins = tuple(args.ui_origin or DEFAULT_ORIGINS)
     try:
         server = CodecServer(codec, host=args.host, port=args.port, origins=origins,
-                             auth=args.auth or os.environ.get(AUTH_ENV) or None)
+                             auth=args.auth or os.environ.get(AUTH_ENV) or None,
+                             allowed_hosts=tuple(args.allow_host or ()))
     except ConfigurationError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     stop = stop_event()
@@ -64,6 +65,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--ui-origin", action="append", metavar="URL",
                    help="origin of the Temporal UI allowed to call it (CORS); repeatable "
                    f"(default: {', '.join(DEFAULT_ORIGINS)}; '*' allows any)")
+    p.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="a Host name it answers besides localhost and --host (its name on the "
+                   "network, a proxy's); repeatable; '*' answers any (a proxy checks Host). "
+                   "Other names are refused, so a web page cannot reach it by DNS rebinding")
     p.add_argument("--auth", metavar="VALUE",
                    help=f"require this exact Authorization header, e.g. 'Bearer s3cret' "
                    f"(default: {AUTH_ENV}, else none)")

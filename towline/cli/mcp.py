@@ -7,6 +7,11 @@ workflow id); cancelling the MCP request sends the run the `cancel` signal. The
 server speaks stdio (what an MCP client launches) or, with `--http`, streamable HTTP.
 An in-process worker runs the agents unless `--no-worker`.
 
+Over HTTP it answers only requests addressed to it by name (localhost, `--host`,
+`--allow-host`: `towline.http_guard`, the codec server's check too), and with `--auth`
+only those carrying `Authorization: Bearer <token>`. Ctrl-C or SIGTERM stops it
+gracefully: open requests get a moment to finish, then it exits 0.
+
 The `mcp` SDK is imported only when the command runs (`pip install 'towline[mcp]'`).
 """
 
@@ -16,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -43,16 +49,22 @@ from towline.cli.common import (
 from towline.cli.progress import Progress
 from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
 from towline.client import run_error, start_run
+from towline.http_guard import GuardedApp, HostCheck
 from towline.messages import MESSAGES
 from towline.results import RunResult
 
-__all__ = ["mcp_serve_command", "tool_name", "register"]
+__all__ = ["AUTH_ENV", "mcp_serve_command", "tool_name", "register"]
+
+AUTH_ENV = "TOWLINE_MCP_AUTH"
+"""Default for `--auth`: the bearer token HTTP requests must carry."""
 
 DEFAULT_PORT = 8000
 """The HTTP port of `--http` unless `--port` names one (a free port if it is taken)."""
 POLL_INTERVAL = 0.3
 """Seconds between two polls of a run's `state` and `messages` queries."""
 _QUERY_TIMEOUT = timedelta(seconds=2)
+_HTTP_GRACE = 5
+"""Seconds open HTTP requests get to finish once the server is told to stop."""
 
 
 def tool_name(agent: Agent) -> str:
@@ -164,6 +176,35 @@ class AgentTools:
                               structured_content=structured, _meta=meta)
 
 
+def _http_server(server: Any, host: str, port: int, hosts: HostCheck, token: str | None) -> Any:
+    """A `uvicorn.Server` for the MCP server's streamable-HTTP app, behind `GuardedApp`.
+
+    Run here rather than by `run_streamable_http_async` so that it can be told to stop
+    (`should_exit`): cancelling the SDK's server mid-lifespan prints a traceback.
+    """
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    app = server.streamable_http_app(  # the Host check is GuardedApp's, with our names
+        host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    config = uvicorn.Config(GuardedApp(app, hosts, token), host=host, port=port,
+                            log_level="warning", timeout_graceful_shutdown=_HTTP_GRACE)
+    return uvicorn.Server(config)
+
+
+def _auth_token(args: Any) -> str | None:
+    token: str | None = args.auth if args.auth is not None else os.environ.get(AUTH_ENV)
+    if token is None:
+        return None
+    if not token.strip() or any(c.isspace() for c in token.strip()):
+        raise CliError("--auth takes a token without spaces (clients send 'Authorization: "
+                       "Bearer TOKEN')", EXIT_USAGE)
+    if not args.http:
+        raise CliError("--auth is for --http (a stdio server is its client's own process)",
+                       EXIT_USAGE)
+    return token.strip()
+
+
 async def mcp_serve_command(args: Any) -> int:
     """`towline mcp-serve`."""
     agents = load_agents(args.agent)
@@ -171,6 +212,8 @@ async def mcp_serve_command(args: Any) -> int:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise CliError(f"two agents would both be the MCP tool {twice[0]!r}; rename one", EXIT_USAGE)
+    token = _auth_token(args)
+    hosts = HostCheck.serving(args.host, args.allow_host or ())
     try:
         import mcp  # noqa: F401  # pyright: ignore[reportUnusedImport]
     except ImportError:
@@ -181,23 +224,30 @@ async def mcp_serve_command(args: Any) -> int:
     server = tools.server()
     notes: list[str] = []
     port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else 0
+    if args.http and token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        notes.append(f"--host {args.host} without --auth: whoever reaches port {port} runs the "
+                     "agents")
     for note in notes:
         say(f"note: {note}")
     where = f"http://{args.host}:{port}/mcp" if args.http else "stdio"
     say(f"towline mcp-serve: {', '.join(names)} over {where}; Temporal {target.address} "
         f"(namespace {target.namespace!r}, task queue {args.task_queue!r})"
-        + ("" if args.no_worker else ", with a worker"))
+        + ("" if args.no_worker else ", with a worker")
+        + ("; bearer token required" if token else ""))
     stop = stop_event()  # Ctrl-C / SIGTERM: stop serving, let running activities finish
+    web = _http_server(server, args.host, port, hosts, token) if args.http else None
     async with AsyncExitStack() as stack:
         if not args.no_worker:
             await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
                                                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
-        serving = asyncio.ensure_future(server.run_streamable_http_async(host=args.host, port=port)
-                                        if args.http else server.run_stdio_async())
+        serving = asyncio.ensure_future(web.serve() if web is not None
+                                        else server.run_stdio_async())
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
-        if not serving.done():
+        if web is not None:
+            web.should_exit = True  # uvicorn's own graceful shutdown, lifespan included
+        elif not serving.done():
             serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
@@ -220,6 +270,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
     p.add_argument("--port", type=port_number, metavar="PORT",
                    help=f"HTTP port (default: {DEFAULT_PORT}, or a free port if taken)")
+    p.add_argument("--auth", metavar="TOKEN",
+                   help="with --http: require 'Authorization: Bearer TOKEN' on every request "
+                   f"(default: {AUTH_ENV}, else none). Needed whenever anyone but you can reach "
+                   "the port: another user of this machine, or other machines with --host")
+    p.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="with --http: a Host name it answers besides localhost and --host (its "
+                   "name on the network, a proxy's); repeatable; '*' answers any. Other names "
+                   "are refused, so a web page cannot reach it by DNS rebinding")
     p.add_argument("--no-worker", action="store_true",
                    help="do not run an in-process worker (a worker must be running elsewhere)")
     p.add_argument("--ui-url", metavar="URL",

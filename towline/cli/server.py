@@ -48,7 +48,7 @@ from towline.cli.common import (
 )
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
 from towline.client import with_towline
-from towline.codec_server import CodecServer
+from towline.codec_server import CodecServer, secret_path
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
 from towline.fingerprint import agent_version
 from towline.payload_store import STORE_ENV
@@ -221,7 +221,8 @@ async def dev_command(args: Any) -> int:
     if obs.encryption is not None:  # the UI decodes encrypted payloads through it
         codec_port = choose_port(args.codec_port, DEFAULT_CODEC_PORT, "codec server", notes)
         codec = CodecServer(obs.encryption, port=codec_port, origins=(
-            f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}")).start()
+            f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"),
+            path=secret_path()).start()  # the UI can carry a secret path, not a token
     stop = stop_event()
     try:
         embedded = await start_embedded(state_dir, namespace, port, ui_port,
