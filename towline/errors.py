@@ -17,7 +17,8 @@
         ├── OutputRetriesExhausted
         ├── CapabilityViolation
         │   └── NondeterministicHook    hook code read the clock, randomness, the environment,
-        │                               or did I/O (it would not replay)
+        │                               object ids, did I/O or started a thread (it would
+        │                               not replay)
         ├── ToolCallIdentityChanged
         ├── DuplicateToolCallId
         ├── UncertainToolEffect
@@ -201,8 +202,9 @@ class CapabilityViolation(RunFailure):
 
 
 class NondeterministicHook(CapabilityViolation):
-    """Hook code called something that would not replay: the clock, process-wide randomness,
-    the environment, `hash()` of a string, or I/O (see `towline.workflows.guard`).
+    """Hook code called something that would not replay: the clock (local time included),
+    unseeded randomness, the environment, `hash()` of a string, `id()`, I/O, or a thread or
+    process of its own (see `towline.workflows.guard`).
 
     Raised where the call was made (so the call never happens); the run fails with it
     even if the hook caught it. `extra` names the `capability`, the `hook`, what it

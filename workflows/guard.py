@@ -8,28 +8,44 @@ cannot see them; this guard gives them the same protection, cheaply.
 
 While such code runs, `sys.setprofile` watches every call made *from a user frame*
 (any file outside the standard library, towline, temporalio and the libraries
-towline passes through the sandbox) to the clock (`time.time`, `datetime.now`, ...),
-process-wide randomness (the `random` module's global instance, `SystemRandom`,
-`secrets`, `os.urandom`, `uuid.uuid1/uuid4`), the environment (`os.environ`,
-`os.getenv`), per-process string hashing (`hash()` outside a `__hash__`), and I/O
-(`open`, `os.*`, `pathlib.Path` I/O, `socket`, `ssl`, `subprocess`, `shutil`,
-`urllib.request`, `http.client`). Such a call raises `NondeterministicHook` where
+towline passes through the sandbox) to the clock (`time.time`, `datetime.now`,
+`time.localtime()` without a time, ...), the worker's time zone (`time.localtime(t)`),
+process-wide randomness (the `random` module's global instance, an unseeded
+`random.Random()`, `SystemRandom`, `secrets`, `os.urandom`, `uuid.uuid1/uuid4`), the
+environment (`os.environ`, `os.getenv`, `posix.environ`'s methods), per-process values
+(`hash()` outside a `__hash__`, `id()`), other threads (`Thread.start`, executors), and
+I/O (`open`, `os.*`, `pathlib.Path` I/O, `io.FileIO`'s methods, `glob`, `linecache`,
+`socket`, `ssl`, `subprocess`, `shutil`, `urllib.request`, `http.client`); the
+watchlist (`watchlist.py`) has them all. Such a call raises `NondeterministicHook` where
 it is made (so the I/O never happens), and the run fails with it even if the hook
 swallowed the exception. `workflow.now()`, `workflow.random()` and
 `workflow.uuid4()` are Temporal's and pass; `with workflow.unsafe.sandbox_unrestricted():`
 lets a call through on purpose, as it does in Temporal's sandbox.
 
 The profiler is installed only while the user code's own steps run (an async hook
-is watched each time it is resumed, and so are the tasks it starts), and the
-previous profiler is put back after each step; nothing runs per run start, and
-towline's own capabilities (whose code is checked in this repository) are not
-watched at all (`is_user_code`), except where they call user code (a
-`CompletionGate` check).
+is watched each time it is resumed, and so are the tasks it starts); nothing runs
+per run start, and towline's own capabilities (whose code is checked in this
+repository) are not watched at all (`is_user_code`), except where they call user code
+(a `CompletionGate` check). A thread has one profile hook, so a profiler already
+there is kept working: a Python one (`sys.setprofile(fn)`, `profile`) is passed every
+event while the guard watches and put back after each step; `cProfile`'s is
+suspended for the step (the hook's time counts as its caller's) and re-enabled as it
+was; any other (a C profiler whose object the guard cannot call) makes the guard step
+aside, unwatched. Tracers (`sys.settrace`: coverage.py, pdb) are another hook,
+untouched.
+
+Calls are all the guard sees: what makes none (iterating a set, subscripting a dict,
+calling a type such as `io.FileIO(path)`) it cannot refuse; the README's "Hook code is
+workflow code" lists those gaps. (An audit hook could see `io.FileIO` open a file, but
+in Python 3.11 a Python audit hook runs on every `frame.f_code` read, which this
+profiler makes for each call: the guard would cost a third more.)
 """
 
 from __future__ import annotations
 
+import _lsprof
 import asyncio
+import builtins
 import inspect
 import sys
 from collections.abc import Callable, Coroutine, Generator
@@ -44,12 +60,16 @@ from towline.errors import NondeterministicHook, runtime_failure
 
 from .watchlist import (
     C_CALLS,
+    ENV,
+    ENVIRON,
     HASH,
     IO,
     IO_FILES,
     OWNER_KINDS,
     PY_CALLS,
+    TIME_ARGS,
     Hit,
+    call_args,
     is_user_code,
     is_user_file,
     owner_hit,
@@ -59,8 +79,14 @@ from .watchlist import (
 __all__ = ["Guard", "guarded", "guarded_sync", "is_user_file", "is_user_code"]
 
 
-def _profiler(guard: Guard) -> Callable[[FrameType, str, Any], None]:
+Profile = Callable[[FrameType, Any, Any], object]
+_CHAINED = "_towline_chained"  # on a guard's profile function that passes events on: to what
+
+
+def _profiler(guard: Guard) -> Profile:
     """The profile function of `guard`: it runs for every call, so it rejects fast."""
+    # the hot lookups as closure cells; the rare ones (TIME_ARGS, ENVIRON) stay globals, so
+    # that each event copies fewer cells into its frame
     c_hit, py_hit, io_module, kinds = C_CALLS.get, PY_CALLS.get, IO_FILES.get, OWNER_KINDS
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -68,11 +94,22 @@ def _profiler(guard: Guard) -> Callable[[FrameType, str, Any], None]:
             hit = c_hit(arg)
             if hit is None:
                 owner = getattr(arg, "__self__", None)
+                if owner is builtins:  # len(), isinstance(): the refused ones are in C_CALLS
+                    return
                 if owner.__class__ not in kinds:
-                    return
-                hit = owner_hit(owner, arg)
-                if hit is None:
-                    return
+                    if owner is not ENVIRON:
+                        return
+                    hit = (f"{_SYSTEM}.environ.{arg.__name__}()", ENV)
+                else:
+                    hit = owner_hit(owner, arg, frame)
+                    if hit is None:
+                        return
+            else:
+                given = TIME_ARGS.get(arg)
+                if given is not None and call_args(frame) >= given[0]:
+                    if given[1] is None:
+                        return
+                    hit = given[1]
             guard._judge(hit, frame)  # pyright: ignore[reportPrivateUsage]
         elif event == "call":
             code = frame.f_code
@@ -84,12 +121,28 @@ def _profiler(guard: Guard) -> Callable[[FrameType, str, Any], None]:
                 hit = (f"{module}.{code.co_qualname}()", IO)
             else:
                 name, why, check = entry
-                if check is not None and not check(frame.f_locals.get("self")):
+                if check is not None and not check(frame.f_locals):
                     return
                 hit = (name, why)
             guard._judge(hit, frame.f_back)  # pyright: ignore[reportPrivateUsage]
 
     return profile
+
+
+def _chained(guard: Guard, first: Profile) -> Profile:
+    """`guard`'s profile function, passing each event to `first` (a Python profiler that was
+    there before) before it looks at it: that profiler still sees everything."""
+    watch = guard._profile  # pyright: ignore[reportPrivateUsage]
+
+    def both(frame: FrameType, event: str, arg: Any) -> None:
+        first(frame, event, arg)
+        watch(frame, event, arg)
+
+    setattr(both, _CHAINED, first)  # read back from whatever profiler is installed
+    return both
+
+
+_SYSTEM = "nt" if sys.platform == "win32" else "posix"
 
 
 class Guard:
@@ -137,19 +190,35 @@ class Guard:
 
     @contextmanager
     def active(self) -> Generator[None]:
-        """Watch the calls of one synchronous step (restoring the previous profiler after)."""
-        loop = _running_loop()
+        """Watch the calls of one synchronous step (the thread's profiler kept working)."""
         previous = sys.getprofile()
+        profile = self._profile
+        if previous is not None and getattr(previous, "__code__", None) is not profile.__code__:
+            # not an outer guard's own: one passing events on (to them too), a Python
+            # profiler (passed them), cProfile (paused), or a C profiler the guard can
+            # neither call nor put back (it steps aside)
+            first: Profile | None = getattr(previous, _CHAINED, None)
+            if first is None and not isinstance(previous, _lsprof.Profiler):
+                if not callable(previous):
+                    yield
+                    return
+                first = previous
+            if first is not None:
+                profile = _chained(self, first)
+        loop = _running_loop()
         spawn: Any = None
         if loop is not None:
             spawn = loop.__dict__.get("create_task", _UNSET)
             original = loop.create_task
             loop.create_task = _watched_spawn(original, self)  # pyright: ignore[reportAttributeAccessIssue]
-        sys.setprofile(self._profile)
+        sys.setprofile(profile)
         try:
             yield
         finally:
-            sys.setprofile(previous)
+            if previous is None or not isinstance(previous, _lsprof.Profiler):
+                sys.setprofile(previous)
+            else:
+                previous.enable()  # cProfile, as it was configured (subcalls, builtins)
             if loop is not None:
                 if spawn is _UNSET:
                     del loop.create_task

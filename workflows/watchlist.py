@@ -1,19 +1,33 @@
 """What the determinism guard watches for, and whose code it watches (`guard.py` watches).
 
-The calls refused from user code, by kind: the clock, process-wide randomness, the
-environment, per-process string hashing and I/O, each with the reason and the
-replay-safe alternative a failure names. Built-in functions are matched by identity
-(`C_CALLS`), built-in methods by what they are bound to (`owner_hit`), Python
-functions by code object (`PY_CALLS`, with a check of `self` where it matters: the
-global `random` instance, `os.environ`), and whole I/O modules by file (`IO_FILES`).
-User code is any file outside the standard library, temporalio and what towline
-passes through Temporal's sandbox (`is_user_file`).
+The calls refused from user code, by kind: the clock, the worker's time zone,
+process-wide randomness, the environment, per-process string hashing, memory
+addresses, threads and I/O, each with the reason and the replay-safe alternative a
+failure names. Built-in functions are matched by identity (`C_CALLS`; a few only when
+called without the time they may be given, `TIME_ARGS`, which `call_args` counts from
+the caller's bytecode), built-in methods by what they are bound to (`owner_hit`),
+Python functions by code object (`PY_CALLS`, with a check of their arguments where it
+matters: the global `random` instance, `os.environ`, a `random.Random()` without a
+seed), and whole I/O modules by file (`IO_FILES`). User code is any file outside the
+standard library, temporalio and what towline passes through Temporal's sandbox
+(`is_user_file`).
 """
 
 from __future__ import annotations
 
+import _thread
+import asyncio.threads
+import concurrent.futures
+import concurrent.futures.process
+import concurrent.futures.thread
 import datetime
+import dis
+import glob
 import importlib.util
+import io
+import linecache
+import multiprocessing.pool
+import multiprocessing.process
 import os
 import pathlib
 import random
@@ -21,17 +35,22 @@ import secrets
 import socket
 import sys
 import sysconfig
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
-from types import CodeType, FunctionType, ModuleType
+from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any
 
 __all__ = [
-    "Hit", "CLOCK", "SLEEP", "RANDOM", "ENV", "HASH", "IO", "C_CALLS", "PY_CALLS", "IO_FILES",
-    "OWNER_KINDS", "owner_hit", "is_user_file", "is_user_code", "shown",
+    "Hit", "CLOCK", "ZONE", "SLEEP", "RANDOM", "ENV", "HASH", "ADDRESS", "THREAD", "IO", "C_CALLS",
+    "TIME_ARGS", "PY_CALLS", "IO_FILES", "OWNER_KINDS", "ENVIRON", "call_args", "owner_hit",
+    "is_user_file", "is_user_code", "shown",
 ]
 
 CLOCK = "reads the clock", "use workflow.now() (and asyncio.sleep or workflow.sleep to wait)"
+ZONE = ("reads the worker's time zone (each worker may have its own)",
+        "convert with time.gmtime(t) or datetime.fromtimestamp(t, tz=...), naming the zone")
 SLEEP = "blocks the workflow thread", "use asyncio.sleep or workflow.sleep (a durable timer)"
 RANDOM = ("draws process-wide randomness",
            "use workflow.random() or workflow.uuid4(), which replay the same values")
@@ -40,28 +59,60 @@ ENV = ("reads the environment",
 HASH = ("hashes with the per-process seed (PYTHONHASHSEED)",
          "use hashlib for a digest that is the same on every worker")
 IO = ("does I/O", "do it in an activity: await workflow.execute_activity(...) from the hook")
+ADDRESS = ("returns a memory address, which differs in every process",
+           "compare objects with `is`, or key a dict by the object itself")
+THREAD = (("starts a thread or process: code the guard does not watch, run at times no replay "
+           "reproduces"), "do the work in the hook itself, or in an activity")
 
 Hit = tuple[str, tuple[str, str]]
 """What a watched call touched (`time.time()`) and why it is refused (reason, advice)."""
 
 C_CALLS: dict[Any, Hit] = {}
 """Built-in functions refused by identity."""
-PY_CALLS: dict[CodeType, tuple[str, tuple[str, str], Callable[[Any], bool] | None]] = {}
-"""Python functions refused by code object, with a check of their `self` if any."""
+TIME_ARGS: dict[Any, tuple[int, Hit | None]] = {}
+"""Built-ins of `C_CALLS` that read the clock only when not given a time: how many
+arguments give it, and what the call still touches then (None: nothing)."""
+PY_CALLS: dict[CodeType, tuple[str, tuple[str, str], Callable[[dict[str, Any]], bool] | None]] = {}
+"""Python functions refused by code object, with a check of their arguments if any."""
 
 for _name in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
-              "process_time", "process_time_ns", "thread_time", "thread_time_ns"):
-    C_CALLS[getattr(__import__("time"), _name)] = (f"time.{_name}()", CLOCK)
-C_CALLS[__import__("time").sleep] = ("time.sleep()", SLEEP)
+              "process_time", "process_time_ns", "thread_time", "thread_time_ns",
+              "clock_gettime", "clock_gettime_ns"):
+    if hasattr(time, _name):
+        C_CALLS[getattr(time, _name)] = (f"time.{_name}()", CLOCK)
+for _name, _given in (("gmtime", 1), ("asctime", 1), ("strftime", 2), ("localtime", 1),
+                      ("ctime", 1)):
+    C_CALLS[getattr(time, _name)] = (f"time.{_name}() without a time", CLOCK)
+    # in the local time zone, a given time still depends on the worker
+    _zoned = (f"time.{_name}()", ZONE) if _name in ("localtime", "ctime") else None
+    TIME_ARGS[getattr(time, _name)] = (_given, _zoned)
+C_CALLS[time.mktime] = ("time.mktime()", ZONE)
+C_CALLS[time.sleep] = ("time.sleep()", SLEEP)
 C_CALLS[os.urandom] = ("os.urandom()", RANDOM)
 C_CALLS[hash] = ("hash()", HASH)
+C_CALLS[id] = ("id()", ADDRESS)
 C_CALLS[open] = ("open()", IO)
+C_CALLS[io.open_code] = ("io.open_code()", IO)
 C_CALLS[input] = ("input()", IO)
+C_CALLS[_thread.start_new_thread] = ("_thread.start_new_thread()", THREAD)  # = its alias start_new
 
-_DATE_TYPES = (datetime.date, datetime.datetime)
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_KW") if name in dis.opmap)
+
+
+def call_args(frame: FrameType) -> int:
+    """How many arguments the call `frame` is making passes (its bytecode says, at the call
+    instruction a `c_call` event is raised at); -1 when unknown (`f(*args)`)."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    if at < 0 or code[at] not in _CALLS:
+        return -1
+    return code[at + 1]
+
+
 _CLOCK_METHODS = frozenset({"now", "utcnow", "today"})
 _SYSTEM_MODULE = sys.modules["nt" if os.name == "nt" else "posix"]
 _HARMLESS_OS = frozenset({"fspath", "fsencode", "fsdecode", "strerror"})
+ENVIRON: dict[Any, Any] = _SYSTEM_MODULE.environ
+"""`posix.environ`: the plain dict `os.environ` reads from (its methods are refused)."""
 
 
 def _is_environ(value: Any) -> bool:
@@ -70,6 +121,10 @@ def _is_environ(value: Any) -> bool:
 
 def _is_global_random(value: Any) -> bool:
     return value is getattr(random, "_inst", None) or isinstance(value, random.SystemRandom)
+
+
+def _self_is(check: Callable[[Any], bool]) -> Callable[[dict[str, Any]], bool]:
+    return lambda args: check(args.get("self"))
 
 
 def _functions(cls: type) -> Iterator[tuple[str, FunctionType]]:
@@ -90,7 +145,7 @@ def _build_tables() -> None:
 
     for cls in (type(os.environ), MutableMapping, Mapping):
         for name, fn in _functions(cls):
-            PY_CALLS.setdefault(fn.__code__, (_environ_name(name), ENV, _is_environ))
+            PY_CALLS.setdefault(fn.__code__, (_environ_name(name), ENV, _self_is(_is_environ)))
     for fn in (os.getenv, getattr(os, "getenvb", None)):
         if isinstance(fn, FunctionType):
             PY_CALLS[fn.__code__] = (f"os.{fn.__name__}()", ENV, None)
@@ -102,10 +157,35 @@ def _build_tables() -> None:
     for cls in (random.Random, random.SystemRandom):
         for name, fn in _functions(cls):
             if not name.startswith("__"):
-                PY_CALLS.setdefault(fn.__code__, (f"random.{name}()", RANDOM, _is_global_random))
+                PY_CALLS.setdefault(fn.__code__, (f"random.{name}()", RANDOM,
+                                                  _self_is(_is_global_random)))
+    # a generator of its own is fine once seeded; without a seed it draws from os.urandom
+    PY_CALLS[random.Random.__init__.__code__] = (
+        "random.Random() without a seed", RANDOM, lambda args: args.get("x") is None)
+    PY_CALLS[random.Random.seed.__code__] = (
+        "random.seed()", RANDOM,
+        lambda args: args.get("a") is None or _is_global_random(args.get("self")))
     for name, fn in _functions(pathlib.Path):
         if not name.startswith("_") and name not in ("with_segments",):
             PY_CALLS[fn.__code__] = (f"pathlib.Path.{name}()", IO, None)
+    for module, names in ((linecache, ("getline", "getlines", "updatecache", "checkcache")),
+                          (glob, ("glob", "iglob", "glob0", "glob1"))):
+        for name in names:
+            fn = getattr(module, name, None)
+            if isinstance(fn, FunctionType):
+                PY_CALLS[fn.__code__] = (f"{module.__name__}.{name}()", IO, None)
+    # the guard watches the thread a hook runs in: work handed to another is unwatched
+    for shown_as, fn in (
+        ("threading.Thread.start()", threading.Thread.start),
+        ("ThreadPoolExecutor.submit()", concurrent.futures.thread.ThreadPoolExecutor.submit),
+        ("ProcessPoolExecutor.submit()", concurrent.futures.process.ProcessPoolExecutor.submit),
+        ("Executor.map()", concurrent.futures.Executor.map),
+        ("asyncio.to_thread()", asyncio.threads.to_thread),
+        ("multiprocessing.Process.start()", multiprocessing.process.BaseProcess.start),
+        ("multiprocessing.pool.Pool()", multiprocessing.pool.Pool.__init__),
+        ("multiprocessing.pool.ThreadPool()", multiprocessing.pool.ThreadPool.__init__),
+    ):
+        PY_CALLS[fn.__code__] = (shown_as, THREAD, None)
 
 
 _build_tables()
@@ -119,8 +199,9 @@ for _module in ("socket", "ssl", "subprocess", "shutil", "urllib.request", "http
         IO_FILES[_spec.origin] = _module
 
 
-def owner_hit(owner: Any, fn: Any) -> Hit | None:
-    """A refused built-in method, by what it is bound to (a module, a class, an instance)."""
+def owner_hit(owner: Any, fn: Any, frame: FrameType) -> Hit | None:
+    """A refused built-in method, by what it is bound to (a module, a class, an instance),
+    called from `frame`."""
     kind: object = owner.__class__
     name: str = getattr(fn, "__name__", "?")
     if kind is ModuleType:
@@ -130,13 +211,23 @@ def owner_hit(owner: Any, fn: Any) -> Hit | None:
             return f"socket.{name}()", IO
         return None
     if kind is type:
-        if owner in _DATE_TYPES and name in _CLOCK_METHODS:
-            return f"datetime.{owner.__name__}.{name}()", CLOCK
+        if not issubclass(owner, datetime.date):
+            return None
+        shown_as = (f"datetime.{owner.__name__}" if owner in (datetime.date, datetime.datetime)
+                    else owner.__qualname__)  # a subclass: its own name
+        if name in _CLOCK_METHODS:
+            return f"{shown_as}.{name}()", CLOCK
+        # `datetime.fromtimestamp(t, tz)` names its zone; without one it is the worker's
+        if name == "fromtimestamp" and not (issubclass(owner, datetime.datetime)
+                                            and call_args(frame) >= 2):
+            return f"{shown_as}.{name}()", ZONE
         return None
     if _is_global_random(owner):
         return f"random.{name}()", RANDOM
     if isinstance(owner, socket.socket):
         return f"socket.socket.{name}()", IO
+    if isinstance(owner, io.FileIO):
+        return f"io.FileIO.{name}()", IO
     return None
 
 
@@ -223,5 +314,6 @@ def shown(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
-OWNER_KINDS = frozenset({ModuleType, type, random.Random, random.SystemRandom, socket.socket})
+OWNER_KINDS = frozenset({ModuleType, type, random.Random, random.SystemRandom, socket.socket,
+                         io.FileIO})
 """The kinds of object a refused built-in method can be bound to (checked first: fast)."""
