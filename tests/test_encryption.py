@@ -36,6 +36,7 @@ from towline.codec import (
 )
 from towline.errors import ConfigurationError, RunError
 from towline.ledger import MEMO_KEY, counters_from_history
+from towline.unreadable_payloads import unreadable_reason
 
 SECRET = "PAPAYA-7731"
 PROMPT = f"The secret word is {SECRET}. What are 2+3 and 6*7?"
@@ -80,19 +81,26 @@ async def test_rotation_by_key_id() -> None:
 
 
 async def test_tampering_and_relabelling_are_refused() -> None:
+    """Under a key this process holds, nothing can open a forged payload: it decodes to an
+    unreadable placeholder (which no converter reads: an update carrying it is refused, a
+    signal dropped, a start input ends the run), never to content, never a stuck task."""
     key = new_key()
     codec = codec_for(("a", key), ("b", key))
     [sealed] = await codec.encode([Payload(data=b"data")])
     flipped = Payload()
     flipped.CopyFrom(sealed)
     flipped.data = sealed.data[:-1] + bytes([sealed.data[-1] ^ 1])
-    with pytest.raises(DecryptionError, match="does not decrypt"):
-        await codec.decode([flipped])
     relabelled = Payload()
     relabelled.CopyFrom(sealed)
     relabelled.metadata[KEY_ID_METADATA] = b"b"  # same key, other id: bound as associated data
-    with pytest.raises(DecryptionError):
-        await codec.decode([relabelled])
+    truncated = Payload()
+    truncated.CopyFrom(sealed)
+    truncated.data = sealed.data[:5]
+    for forged in (flipped, relabelled, truncated):
+        [decoded] = await codec.decode([forged])
+        assert decoded.data != b"data"
+        reason = unreadable_reason(decoded)
+        assert reason is not None and "does not decrypt with the key" in reason
 
 
 def test_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

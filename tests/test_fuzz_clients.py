@@ -17,6 +17,7 @@ import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -32,10 +33,13 @@ from temporalio.client import (
 )
 from temporalio.common import RawValue
 from temporalio.service import RPCError
+from temporalio.worker import Worker
 
 from towline import Agent, tool
-from towline.client import run_error
+from towline.client import run_error, with_towline
+from towline.codec import EncryptionCodec, StaticKeys
 from towline.errors import FAILURE_TYPES, InternalError
+from towline.payload_store import PayloadStore
 from towline.testing import towline_worker
 
 T = TypeVar("T")
@@ -264,6 +268,87 @@ async def test_any_update_or_signal_leaves_a_session_healthy(client: Client) -> 
         assert await _ends_safely(handle, "the fuzzed session") == "completed"
     assert counts["refused"] > 0 and counts["answered"] > 0, counts
     print(f"\nupdates and signals: {counts}")
+
+
+_hex = st.text(alphabet="0123456789abcdef", min_size=0, max_size=66)
+_key = st.one_of(_hex, st.builds(lambda h: f"{h[:2]}/{h}", _hex),
+                 st.sampled_from(["../../etc/passwd", "/etc/passwd", "ab/../../x", ""]),
+                 st.text(max_size=20))
+REFERENCES = st.builds(
+    lambda driver, key, digest, extra: _reference(driver, {"key": key, "sha256": digest, **extra}),
+    st.sampled_from(["towline.file", "towline.file", "someone.s3", ""]) | st.text(max_size=8),
+    _key, _hex, st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+)
+"""Payload-store references as a third party could write them."""
+ENCRYPTED = st.builds(
+    lambda key_id, data: Payload(metadata={"encoding": b"binary/encrypted",
+                                           "encryption-key-id": key_id}, data=data),
+    st.just(b"fuzz-key"), st.binary(max_size=80),
+)
+"""Payloads that claim to be encrypted with the worker's key (an unknown key id makes the
+run wait for its key instead, by design: see the README's encryption section)."""
+
+
+def _reference(driver: str, claim: dict[str, str]) -> Payload:
+    from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
+    from temporalio.converter import JSONProtoPayloadConverter
+
+    payload = JSONProtoPayloadConverter().to_payload(
+        ExternalStorageReference(driver_name=driver, claim_data=claim))
+    assert payload is not None
+    return payload
+
+
+async def test_forged_references_and_ciphertexts_never_wedge_a_run(
+    client: Client, tmp_path: Path
+) -> None:
+    """A worker with a payload store and encryption: what its store and codec read."""
+    loop = asyncio.get_running_loop()
+    codec = EncryptionCodec(StaticKeys({"fuzz-key": os.urandom(32)}, current="fuzz-key"))
+    guarded = with_towline(client, [agent], encryption=codec,
+                           payload_store=PayloadStore(f"file://{tmp_path}", missing_after=0))
+    queue = f"tq-forged-{uuid.uuid4().hex[:8]}"
+    seen: dict[str, int] = {}
+    async with Worker(guarded, task_queue=queue):
+        session = await guarded.start_workflow(
+            "AgentRun", {"agent": "fuzz", "prompt": "hi", "session": True},
+            id=f"fuzz-forged-{uuid.uuid4().hex[:8]}", task_queue=queue)
+
+        async def case(payload: Payload, as_what: str) -> None:
+            if as_what == "start":
+                wid = f"fuzz-{uuid.uuid4().hex[:10]}"
+                await client.start_workflow("AgentRun", RawValue(payload), id=wid,
+                                            task_queue=queue)
+                outcome = await _ends_safely(guarded.get_workflow_handle(wid), payload)
+            elif as_what == "send":
+                try:
+                    await asyncio.wait_for(client.get_workflow_handle(session.id).execute_update(
+                        "send", RawValue(payload)), WAIT)
+                    outcome = "answered"
+                except (WorkflowUpdateFailedError, RPCError):
+                    outcome = "refused"
+            else:
+                await client.get_workflow_handle(session.id).signal(as_what, RawValue(payload))
+                outcome = f"{as_what} signal"
+            if as_what != "start":
+                state = await asyncio.wait_for(session.query("state"), WAIT)
+                assert state["status"] == "waiting", (as_what, payload, state)
+                assert not await _task_failures(session), (as_what, payload)
+            seen[outcome] = seen.get(outcome, 0) + 1
+
+        @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=_SLOW)
+        @given(REFERENCES | ENCRYPTED, st.sampled_from(["start", "send", "cancel", "end"]))
+        def each(payload: Payload, as_what: str) -> None:
+            _on_loop(loop, lambda: case(payload, as_what))
+
+        await asyncio.to_thread(each)
+        # the session answered none of them, and still answers a good message
+        answer = await asyncio.wait_for(session.execute_update("send", {"content": "again"}), WAIT)
+        assert answer is not None
+        await session.signal("end")
+        assert await _ends_safely(session, "the session") == "completed"
+    assert "answered" not in seen, seen
+    print(f"\nforged references and ciphertexts: {seen}")
 
 
 def test_the_failure_types_cover_the_documented_reasons() -> None:

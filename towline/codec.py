@@ -33,12 +33,14 @@ from typing import Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import PayloadCodec
 
 from towline.errors import ConfigurationError
+from towline.unreadable_payloads import unreadable
 
 __all__ = [
     "ENCODING",
@@ -231,13 +233,17 @@ class EncryptionCodec(PayloadCodec):
                 )
             try:
                 plain = AESGCM(key).decrypt(p.data[:_NONCE], p.data[_NONCE:], key_id.encode())
-            except InvalidTag:
-                raise DecryptionError(
+                decoded = Payload()
+                decoded.ParseFromString(plain)
+            except (InvalidTag, ValueError, DecodeError):
+                # The key is known, so no key can come to open this: forged or corrupted.
+                # A placeholder, not an error: an update carrying it is refused and a signal
+                # dropped, where an error would fail the workflow task for good
+                # (`towline.unreadable_payloads`); an unknown key id above waits for its key.
+                out.append(unreadable(
                     f"key id {key_id[:80]!r}: a payload does not decrypt with the key this "
-                    "process holds under that id (a different key, or a corrupted payload)"
-                ) from None
-            decoded = Payload()
-            decoded.ParseFromString(plain)
+                    "process holds under that id (forged or corrupted)"))
+                continue
             out.append(decoded)
         return out
 
