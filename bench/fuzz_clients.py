@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="The long profile of the client fuzz test.")
     parser.add_argument("--cases", type=int, default=400, help="generated cases per property")
     args = parser.parse_args()
     env = {**os.environ, "TOWLINE_FUZZ_CASES": str(args.cases)}

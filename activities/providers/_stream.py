@@ -18,7 +18,10 @@ the request streamed or not.
   the final message (its `thinking_delta` events are the thinking, and a
   `signature_delta` completes a thinking block); an `error` event mid-stream
   (the HTTP status was 200 already) is reported with the status its error type
-  stands for, so an `overloaded_error` is retried like an HTTP 529.
+  stands for, so an `overloaded_error` is retried like an HTTP 529. On Bedrock
+  the SDK reads AWS's event stream, and an exception message mid-stream comes
+  as the same `error` event named by its exception type: a `throttlingException`
+  is retried like a 429, a `validationException` is final like a 400.
 
 A stream that ends before its last event (no finish reason, no completed
 response, no stop reason) is a dropped connection: Temporal retries the call.
@@ -34,7 +37,8 @@ from towline.models import ModelConnectionError
 
 from ._common import Endpoint, field_map, items, request_timeout
 
-__all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS"]
+__all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS",
+           "BEDROCK_ERROR_STATUS"]
 
 ANTHROPIC_ERROR_STATUS: dict[str, int] = {
     "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
@@ -42,6 +46,16 @@ ANTHROPIC_ERROR_STATUS: dict[str, int] = {
     "api_error": 500, "overloaded_error": 529,
 }
 """The HTTP status an Anthropic error type stands for (for errors sent mid-stream)."""
+
+BEDROCK_ERROR_STATUS: dict[str, int] = {
+    "validationException": 400, "modelTimeoutException": 408, "throttlingException": 429,
+    "internalServerException": 500, "serviceUnavailableException": 503,
+    # Bedrock's model says 424, but AWS's guidance for it is to retry: the model behind
+    # Bedrock failed mid-answer, as a gateway's upstream does (502), not the request.
+    "modelStreamErrorException": 502,
+}
+"""The HTTP status a Bedrock `ResponseStream` exception stands for (sent mid-stream, after the
+200 status line; the statuses of the `bedrock-runtime` service model)."""
 
 
 async def stream_chat(create: Any, body: Mapping[str, Any], extra: Mapping[str, Any],
@@ -165,7 +179,7 @@ async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[
     except anthropic.APIStatusError as e:
         if e.status_code < 400:  # an `error` event after the 200 status line
             kind = str(field_map(field_map(e.body).get("error")).get("type") or "")
-            status = ANTHROPIC_ERROR_STATUS.get(kind, 500)
+            status = ANTHROPIC_ERROR_STATUS.get(kind) or BEDROCK_ERROR_STATUS.get(kind, 500)
             from ._common import status_error
 
             raise status_error(provider, status, e.body, None, endpoint) from None

@@ -7,7 +7,8 @@ request the SDK sent is recorded (path, headers, JSON body), and each reply is
 a status, headers and a JSON body taken from a recorded exchange
 (`exchanges/*.json`) or made by the test. A request that asks to stream
 (`"stream": true`) gets the same answer as the provider streams it: server-sent
-events in the provider's format (`sse.py`), optionally spaced out in time.
+events in the provider's format (`sse.py`), or Bedrock's AWS event stream for its
+`/invoke-with-response-stream` path (`aws_eventstream.py`), optionally spaced out in time.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ class FakeProvider:
                 if reply.delay:
                     time.sleep(reply.delay)
                 streams = (isinstance(body, dict) and body.get("stream")) or (
-                    ":streamGenerateContent" in self.path)  # Gemini streams by its URL
+                    ":streamGenerateContent" in self.path) or (  # Gemini streams by its URL
+                    self.path.split("?", 1)[0].endswith("/invoke-with-response-stream"))  # Bedrock
                 if reply.status == 200 and streams:
                     self._stream(reply)
                     return
@@ -203,15 +205,21 @@ class FakeProvider:
                     pass
 
             def _stream(self, reply: Reply) -> None:
-                events, write = reply.events, encode
+                events, write, kind = reply.events, encode, "text/event-stream; charset=utf-8"
                 if ":streamGenerateContent" in self.path:  # Gemini frames its chunks its own way
                     from gemini_server import gemini_encode, gemini_events
 
                     events, write = events if events is not None else gemini_events(reply.body), gemini_encode
+                elif self.path.split("?", 1)[0].endswith("/invoke-with-response-stream"):
+                    from aws_eventstream import CONTENT_TYPE, bedrock_events
+                    from aws_eventstream import encode as aws_encode  # AWS's binary frames
+
+                    events = events if events is not None else bedrock_events(reply.body)
+                    write, kind = aws_encode, CONTENT_TYPE
                 elif events is None:
                     events = sse_events(self.path, reply.body)
                 self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("content-type", kind)
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
                 for name, value in reply.headers.items():
