@@ -21,8 +21,10 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import WorkflowFailureError
+from temporalio.common import TypedSearchAttributes
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -34,8 +36,10 @@ from history_agents import (  # pyright: ignore[reportMissingImports]
 )
 
 from towline.devserver import start_dev_server
+from towline.fingerprint import agent_version
 from towline.payload_store import PayloadStore
 from towline.results import RunResult
+from towline.search_attributes import start_attributes
 from towline.testing import execution_histories, towline_worker
 
 HISTORIES = ROOT / "tests" / "histories"
@@ -43,6 +47,15 @@ TASK_QUEUE = "towline-history"
 """A fixed task queue, so re-recorded histories differ only where behaviour does."""
 STORE = "payloads"
 """The folder (under the output folder) of the payload store of `Recording.stored` runs."""
+
+
+def _start_attributes(rec: Any) -> TypedSearchAttributes:
+    """What `start_run` would set in the start request of `rec` (none unless it asks)."""
+    if not rec.start_attributes:
+        return TypedSearchAttributes.empty
+    known = {a.name: a for a in HISTORY_AGENTS}
+    agent = known.get(rec.input.agent)
+    return start_attributes(rec.input.agent, None if agent is None else agent_version(agent))
 
 
 def file_name(workflow_id: str, index: int) -> str:
@@ -75,7 +88,7 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
                 client, queue_of = (stored, stored_queue) if rec.stored else (plain, queue)
                 handle = await client.start_workflow(
                     "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue_of,
-                    result_type=RunResult,
+                    result_type=RunResult, search_attributes=_start_attributes(rec),
                 )
                 if rec.interact is not None:
                     await rec.interact(handle)

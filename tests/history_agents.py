@@ -631,6 +631,8 @@ class Recording:
     interact: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]] | None = None
     stored: bool = False
     """Recorded with the payload store of `tests/histories/payloads/` (replayed with it too)."""
+    start_attributes: bool = False
+    """Started as `start_run` starts a run: agent, version, status and counters in the request."""
 
 
 RECORDINGS = [
@@ -683,5 +685,16 @@ RECORDINGS = [
         RunInput(agent="history-frontier",
                  prompt=["What do these show?", BinaryContent(data=PNG, media_type="image/png")]),
     ),
+    # Recorded by the code of issue 21: the engine-version cascade (`towline-engine-2`, one
+    # engine marker and the agent version's), search attributes from the start request and
+    # upserted sparsely; a session that waits (status changes) and one that names no agent.
+    Recording(
+        "history-engine",
+        RunInput(agent="history-tools", prompt="weather and maths", session=True,
+                 session_timeout=timedelta(seconds=2)),
+        start_attributes=True,
+    ),
+    Recording("history-engine-unknown", RunInput(agent="no-such-agent", prompt="hello"),
+              start_attributes=True),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

@@ -43,6 +43,7 @@ from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
 from towline.testing import towline_worker
 from towline.workflows import AgentRun
+from towline.workflows.versions import ENGINES
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -193,3 +194,38 @@ async def test_fresh_history_replays(client: Client) -> None:
     for history in histories:
         result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{history.workflow_id}: {result.replay_failure!r}"
+
+
+def test_the_engine_history_records_two_markers_by_the_cascade() -> None:
+    """Recorded by issue 21's code: one engine marker (the cascade's newest id), one agent
+    version marker, and the ledger's search attributes from the start request."""
+    events = _load(HISTORIES / "history-engine.json").events
+    patches = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)
+               ["id"] for e in events if e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert patches == [ENGINES[0][0], f"towline-agent-version-{agent_version(tools_agent)}"]
+    upserted = [set(e.upsert_workflow_search_attributes_event_attributes.search_attributes
+                    .indexed_fields) - {"TemporalChangeVersion"} for e in events
+                if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+    # status changes only: waiting (with the Int counters), then succeeded
+    assert [u for u in upserted if u] == [
+        {"TowlineStatus", "TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"},
+        {"TowlineStatus"}]
+
+
+async def test_a_cascade_history_without_its_engine_marker_does_not_replay() -> None:
+    """The engine marker decides the path: with another id in its place the run replays as a
+    legacy run, whose commands differ, and the replay says so."""
+    data: dict[str, Any] = json.loads((HISTORIES / "history-engine.json").read_text())
+
+    def patch_id(payload: dict[str, Any]) -> str:
+        return json.loads(base64.b64decode(payload["data"]))["id"]
+
+    marked = [p for e in data["events"] for p in e.get("markerRecordedEventAttributes", {})
+              .get("details", {}).get("patch-data", {}).get("payloads", [])
+              if patch_id(p) == ENGINES[0][0]]
+    assert len(marked) == 1
+    marked[0]["data"] = base64.b64encode(
+        json.dumps({"id": "towline-engine-unknown", "deprecated": False}).encode()).decode()
+    history = WorkflowHistory.from_json("history-engine", data)
+    result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, NondeterminismError)

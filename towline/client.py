@@ -28,12 +28,14 @@ from towline.agent import Agent
 from towline.codec import EncryptionCodec
 from towline.errors import RunError
 from towline.events import EVENTS_TOPIC, RunEvent
+from towline.fingerprint import agent_version
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
 from towline.payload_store import PayloadStore
 from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
+from towline.search_attributes import start_attributes
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
            "typed_output", "events", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
@@ -137,11 +139,29 @@ async def start_run(
                    else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream)
     workflow_id = id or f"{name}-{_suffix()}"
-    return await client.start_workflow(
-        "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
-        id_reuse_policy=id_reuse_policy,
-        static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
-    )
+    # The agent, its version, status and Int counters go in the start request, where they are
+    # not billed; the run upserts only what differs. A namespace that has not registered
+    # them refuses the start (nothing started): start again without, the run upserts those
+    # it finds registered.
+    version = agent_version(agent) if isinstance(agent, Agent) else None
+    attributes = [start_attributes(name, version), None]
+    for attempt in attributes:
+        try:
+            return await client.start_workflow(
+                "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
+                id_reuse_policy=id_reuse_policy, search_attributes=attempt,
+                static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
+            )
+        except RPCError as e:
+            if attempt is None or not _unregistered_attribute(e):
+                raise
+    raise AssertionError("unreachable: the last start raises or returns")
+
+
+def _unregistered_attribute(error: RPCError) -> bool:
+    """A start refused because a search attribute is not registered in the namespace."""
+    return (error.status == RPCStatusCode.INVALID_ARGUMENT
+            and "search attribute" in error.message.lower())
 
 
 def _suffix() -> str:

@@ -2,7 +2,12 @@
 
 The workflow upserts memo key `towline.counters` (a `json/protobuf` payload, so
 the Temporal UI shows it) at every confirmed transition. `counters_from_history`
-reads the sequence back from a workflow history, exactly as recorded.
+reads the sequence back from a workflow history, exactly as recorded. The snapshot
+is as small as that encoding allows: proto3 JSON leaves out every field at its default
+(zero counters, an empty `tool_retries`), compactly (`JSONProtoPayloadConverter`), about
+160 bytes of data plus the payload's `encoding` and `messageType`, which the UI and
+`decode_counters` read. The search attributes are upserted only when they change
+meaningfully (`workflows.run.Run.confirm`); the memo is the exact, live record.
 """
 
 from __future__ import annotations

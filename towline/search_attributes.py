@@ -7,7 +7,9 @@ workers, the embedded dev server and tests (which register them).
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey
+from typing import Any
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 __all__ = [
     "AGENT",
@@ -19,6 +21,8 @@ __all__ = [
     "AGENT_VERSION",
     "ALL_KEYS",
     "SQL_VISIBILITY_KEYS",
+    "start_attributes",
+    "values_of",
 ]
 
 AGENT = SearchAttributeKey.for_keyword("TowlineAgent")
@@ -54,3 +58,30 @@ SQL_VISIBILITY_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ..
 `TowlineRunStep`, `TowlineToolCalls` and `TowlineTotalTokens`, so `TowlineCostMicros`
 needs Elasticsearch visibility or Temporal Cloud. Where it is not registered the workflow
 does not upsert it; the cost stays in the ledger memo and `towline show`."""
+
+
+def start_attributes(agent: str, version: str | None = None) -> TypedSearchAttributes:
+    """What a run's start request sets (not billed, unlike the workflow's upserts): the
+    agent, its version when the starter knows it, status `running` and the Int counters at 0.
+
+    The run then upserts only what differs from these (`Run.confirm`).
+    """
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(AGENT, agent), SearchAttributePair(STATUS, "running"),
+        SearchAttributePair(RUN_STEP, 0), SearchAttributePair(TOOL_CALLS, 0),
+        SearchAttributePair(TOTAL_TOKENS, 0),
+    ]
+    if version is not None:
+        pairs.append(SearchAttributePair(AGENT_VERSION, version))
+    return TypedSearchAttributes(pairs)
+
+
+def values_of(attributes: TypedSearchAttributes) -> dict[str, Any]:
+    """The towline attributes among `attributes` (a run's start attributes), by name."""
+    ours = {key.name: key.indexed_value_type for key in ALL_KEYS}
+    found: dict[str, Any] = {}
+    pairs: list[SearchAttributePair[Any]] = list(attributes)
+    for key, value in pairs:
+        if ours.get(key.name) == key.indexed_value_type:
+            found[key.name] = value
+    return found

@@ -61,6 +61,8 @@ from .versions import (
     EARLY_STATUS,
     TRUNCATED_OUTPUT,
     VERSION_FIRST,
+    at_least,
+    engine,
     since,
     version_patch,
 )
@@ -129,6 +131,7 @@ class AgentRun(RunHandlers):
         # The input is taken untyped and decoded here (see `towline.converter`): input that
         # does not decode must end the run with InvalidRunInput, not fail the workflow
         # task, which Temporal would retry forever with the run stuck.
+        engine()  # the engine-version marker comes first (see `versions`)
         if since(EARLY_STATUS):
             # Resolving emits no command, so it may come before the local activity in
             # histories written either way; the version's `workflow.patched` markers come
@@ -151,6 +154,9 @@ class AgentRun(RunHandlers):
         self._facts, self.payload_limit = facts, facts.payload_limit
         run = self._run = self._start(agent, inp, version)
         run.registered_attributes = frozenset(facts.attributes)
+        if at_least(2):  # what the start request set is not upserted again
+            run.sparse_attributes = True
+            run.recorded_attributes = sa.values_of(workflow.info().typed_search_attributes)
         if inp.resume is not None:
             self.request_book.carried = inp.resume.chain
         run.confirm()
@@ -246,7 +252,9 @@ class AgentRun(RunHandlers):
         values: list[tuple[SearchAttributeKey[Any], Any]] = [(sa.STATUS, "failed")]
         if agent is not None:
             values.append((sa.AGENT, agent))
-        updates = [key.value_set(v) for key, v in values if key.name in registered]
+        started = sa.values_of(workflow.info().typed_search_attributes) if at_least(2) else {}
+        updates = [key.value_set(v) for key, v in values
+                   if key.name in registered and started.get(key.name) != v]
         if updates:
             workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
         workflow.set_current_details(f"**failed** — {type(failure).__name__}: {failure.message}")

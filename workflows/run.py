@@ -25,7 +25,20 @@ from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
 from towline.tools import Tool
 
-__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "oversize", "run_payload_limit"]
+__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS", "ATTRIBUTE_SECONDS", "oversize",
+           "run_payload_limit"]
+
+ATTRIBUTE_STEPS = 10
+"""Between status changes, the Int search attributes are upserted at most once per this many
+steps (engine 2): a billable Action per 10 steps (0.1 per step) keeps the counters a list
+filters on within 10 steps of the ledger; `towline runs` reads the exact live counters
+from the memo, which a listing returns, and the end of the run and every status change
+upsert them exactly."""
+
+ATTRIBUTE_SECONDS = 300
+"""...or once per this many seconds of workflow time, whichever comes first: a slow run (a
+long model call, a long tool) is then at most 5 minutes stale in a list, at one Action per
+5 minutes at most."""
 
 
 def run_payload_limit() -> int:
@@ -82,7 +95,12 @@ class Run:
     recorded_counters: Counters | None = None
     """The counters last written to the memo (set from the start memo on continue-as-new)."""
     recorded_attributes: dict[str, Any] = field(default_factory=dict[str, Any])
-    """The search attribute values last upserted."""
+    """The search attribute values last upserted (engine 2: first, the start request's)."""
+    sparse_attributes: bool = False
+    """Engine 2: upsert search attributes only when they change meaningfully (`confirm`)."""
+    _attributes_mark: tuple[int, float] | None = field(default=None, repr=False)
+    """Engine 2: the step and workflow time (seconds) of the last Int attributes' upsert;
+    None until the execution's first confirm."""
     reported_usage: Usage = field(default_factory=Usage)
     """Usage hooks reported (`AgentRun.report_usage`), not yet merged into the ledger."""
     tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
@@ -164,13 +182,33 @@ class Run:
         """A confirmed transition: upsert what changed of the ledger memo and search attributes.
 
         The memo is written only when the counters changed, so the memo snapshots in
-        the history are exactly the sequence of distinct confirmed counters.
+        the history are exactly the sequence of distinct confirmed counters. Search
+        attributes (engine 2, `sparse_attributes`): at an execution's first confirm, at
+        every status change and otherwise at most every `ATTRIBUTE_STEPS` steps or
+        `ATTRIBUTE_SECONDS`; before, at every change.
         """
+        changed_status = status is not None and status != self.status
         if status is not None:
             self.status = status
         if self.counters != self.recorded_counters:
             workflow.upsert_memo({MEMO_KEY: to_proto(self.counters)})
             self.recorded_counters = self.counters
+        if not self.sparse_attributes or self._attributes_due(changed_status):
+            self._upsert_attributes()
+        workflow.set_current_details(self.details())
+
+    def _attributes_due(self, changed_status: bool) -> bool:
+        """Engine 2: whether this confirm upserts the search attributes that changed."""
+        now = workflow.now().timestamp()
+        mark = self._attributes_mark
+        due = (changed_status or mark is None
+               or self.counters.run_step - mark[0] >= ATTRIBUTE_STEPS
+               or now - mark[1] >= ATTRIBUTE_SECONDS)
+        if due:
+            self._attributes_mark = (self.counters.run_step, now)
+        return due
+
+    def _upsert_attributes(self) -> None:
         values: list[tuple[SearchAttributeKey[Any], Any]] = [
             (sa.AGENT, self.agent.name),
             (sa.RUN_STEP, self.counters.run_step),
@@ -191,7 +229,6 @@ class Run:
             self.recorded_attributes.update(
                 {key.name: value for key, value in values if key.name in self.registered_attributes}
             )
-        workflow.set_current_details(self.details())
 
     def details(self) -> str:
         """Markdown shown as the workflow's current details in the UI."""

@@ -1,13 +1,33 @@
-"""Workflow versions: one `workflow.patched` id per change to the commands `AgentRun` emits.
+"""Workflow versions: the engine version a run takes, by one `workflow.patched` cascade.
 
 A run started by older code replays its history with today's code whenever a
 worker picks it up again (after a crash, a restart, a cache eviction). If the
 code now emits other commands at some point, the replay fails with a
 nondeterminism error and the run is stuck until the old code is back. So every
-such change is made conditional: `since(ID)` is True in runs that reach it with
-this code (and records that in their history), False when replaying a history
-written before the change. Committed histories under `tests/histories/` are
-replayed by the suite to prove it.
+such change is made conditional, and committed histories under `tests/histories/`
+are replayed by the suite to prove it.
+
+How a change is versioned (the engine-version cascade):
+
+- `engine()` resolves the run's engine version once, first thing in its first
+  workflow task, by asking `workflow.patched` for the ids of `ENGINES`, NEWEST
+  FIRST, and stops at the first that answers True. A new run records exactly one
+  marker, the newest id (Temporal records a marker for each `patched` call that
+  returns True, and nothing for one that returns False). A replayed run answers
+  True only for an id whose marker its history holds, so it is recognised by the
+  one id it recorded; a history with none of them is `LEGACY`.
+- Every later check consults the resolved version (`at_least(N)`), never
+  `patched` again: a run records one engine marker however many changes it has.
+- To version a change: add `ENGINE_<N+1>` at the head of `ENGINES`, guard the new
+  code with `at_least(N+1)` (the old code stays for older runs), record a history
+  with it (`scripts/record_history.py --only NEW_ID`) and commit it beside the
+  others. Never re-record a committed history.
+- `LEGACY` runs (recorded before the cascade) keep one marker per change:
+  `since(ID)` calls `workflow.patched(ID)` for them, exactly as they were written,
+  and is True without a marker in every cascade version (each of those changes is
+  part of `ENGINE_2`).
+- The agent version is the run's other marker (`version_patch`), made in the same
+  first workflow task, before the `towline.search_attributes` local activity.
 
 Remove a branch only once no run that could reach the old path can still be
 replayed (then use `workflow.deprecate_patch(ID)` for one release).
@@ -15,10 +35,17 @@ replayed (then use `workflow.deprecate_patch(ID)` for one release).
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
 __all__ = [
+    "engine",
+    "at_least",
     "since",
+    "LEGACY",
+    "ENGINE_2",
+    "ENGINES",
     "EARLY_STATUS",
     "FAILURE_ACCOUNTING",
     "TRUNCATED_OUTPUT",
@@ -45,8 +72,51 @@ CANCELLED_SESSION = "towline-cancelled-session"
 """A session cancelled while it waits for the next message ends as `Cancelled`."""
 
 
+LEGACY = 1
+"""The engine version of a run recorded before the cascade: one marker per change (`since`)."""
+
+ENGINE_2 = "towline-engine-2"
+"""Engine 2 (issue 21): one engine marker and one agent-version marker per run (every
+per-change id before it holds), and the ledger's search attributes upserted only when they
+change meaningfully: at status changes (the Int attributes with them), at most every
+`ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` of workflow time between them, at the end,
+and never a value the start request already set (see `Run.confirm`)."""
+
+ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_2, 2),)
+"""The cascade, NEWEST FIRST: (patch id, engine version). Add a new version at the head."""
+
+_RESOLVED = "_towline_engine"
+"""The workflow instance attribute that holds the resolved engine version."""
+
+
+def engine() -> int:
+    """The run's engine version: resolved by the cascade on first use, then remembered."""
+    instance: Any = workflow.instance()
+    known: Any = getattr(instance, _RESOLVED, None)
+    if isinstance(known, int):
+        return known
+    version = LEGACY
+    for patch_id, number in ENGINES:
+        if workflow.patched(patch_id):
+            version = number
+            break
+    setattr(instance, _RESOLVED, version)
+    return version
+
+
+def at_least(version: int) -> bool:
+    """Whether the run's engine version is `version` or newer (no marker of its own)."""
+    return engine() >= version
+
+
 def since(patch_id: str) -> bool:
-    """Whether this run takes the code path introduced by `patch_id` (see the module doc)."""
+    """Whether this run takes the code path of a pre-cascade change `patch_id`.
+
+    True in every cascade engine (no marker); in a `LEGACY` run, `workflow.patched(patch_id)`
+    as the run was written.
+    """
+    if engine() > LEGACY:
+        return True
     return workflow.patched(patch_id)
 
 TOOL_ENTRY = "towline-tool-entry"

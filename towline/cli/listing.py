@@ -1,7 +1,8 @@
 """Reading many runs for the CLI: the visibility store's list, stuck runs, pending approvals.
 
-A run's row comes from Temporal's visibility store: the search attributes the
-workflow upserts at each confirmed transition (`TowlineAgent`, `TowlineStatus`,
+A run's row comes from Temporal's visibility store: the ledger memo (exact and live, the
+figures are read from it first) and the search attributes the start request sets and the
+workflow upserts when they change meaningfully (`TowlineAgent`, `TowlineStatus`,
 `TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`, `TowlineAgentVersion`, and
 `TowlineCostMicros` when the spend is known) and Temporal's own fields (status, start and close time).
 The store is eventually consistent: a change shows there a moment after it happens.
@@ -119,9 +120,10 @@ class RunRow:
         found = attributes(execution.typed_search_attributes)
         counters = await memo_counters(execution, codec)  # where the namespace lacks attributes
 
-        def figure(name: str, fallback: int | None) -> int | None:
-            value = found.get(name)
-            return value if isinstance(value, int) else fallback
+        def figure(name: str, ledger: int | None) -> int | None:
+            # the memo first: exact and live (the Int attributes are upserted sparsely)
+            value = found.get(name) if ledger is None else ledger
+            return value if isinstance(value, int) else None
 
         return cls(
             workflow_id=execution.id, run_id=execution.run_id, agent=found.get("TowlineAgent"),

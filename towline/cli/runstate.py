@@ -283,14 +283,14 @@ async def memo_counters(
 
 
 def cost_micros(found: dict[str, Any], counters: Counters | None) -> int | None:
-    """Spend in millionths of a US dollar: the search attribute, else the ledger's field.
+    """Spend in millionths of a US dollar: the ledger's field, else the search attribute.
 
     The ledger carries it where the namespace could not register the attribute (a dev
     server's SQLite visibility has room for three Int attributes only).
     """
-    value = found.get(COST_ATTRIBUTE)
-    if value is None and counters is not None:
-        value = getattr(counters, "cost_micros", None)
+    value = getattr(counters, "cost_micros", None) if counters is not None else None
+    if value is None:  # the memo first: exact and live (the attribute is upserted sparsely)
+        value = found.get(COST_ATTRIBUTE)
     return value if isinstance(value, int) else None
 
 
