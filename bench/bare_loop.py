@@ -10,12 +10,17 @@ be imported here: that would be a cost the bare loop does not have).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import activity, workflow
 
-__all__ = ["BareLoop", "Reply", "bare_model", "bare_add", "BARE_ACTIVITIES"]
+__all__ = ["BareLoop", "Reply", "bare_model", "bare_add", "BARE_ACTIVITIES", "LATENCY"]
+
+LATENCY = 0.0
+"""Seconds each model call sleeps, standing in for a provider (`bench/scale.py` sets it in
+the worker process; the activity reads it, outside the sandbox)."""
 
 
 @dataclass
@@ -30,7 +35,9 @@ class Reply:
 
 @activity.defn(name="bare.model")
 async def bare_model(step: int, steps: int) -> Reply:
-    """Call `add` for the first `steps` steps, then answer."""
+    """Call `add` for the first `steps` steps, then answer (after `LATENCY` seconds)."""
+    if LATENCY:
+        await asyncio.sleep(LATENCY)
     if step <= steps:
         return Reply(tool="add", a=step, b=step)
     return Reply(text="done")

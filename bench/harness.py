@@ -26,6 +26,7 @@ for path in (str(HERE.parent), str(HERE)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from heartbeats import HeartbeatCounter
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
@@ -62,9 +63,18 @@ def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
     return "done"
 
 
-def bench_agent(max_steps: int = 20_000) -> Agent:
-    """The benchmark agent: one `add` per step for N steps, then "done"."""
-    return Agent(name="bench", model=FunctionModel(script, model_name="bench-script"),
+def bench_agent(max_steps: int = 20_000, latency: float = 0.0) -> Agent:
+    """The benchmark agent: one `add` per step for N steps, then "done"; with `latency`
+    (seconds), each model call first sleeps that long, standing in for a provider."""
+    if not latency:
+        return Agent(name="bench", model=FunctionModel(script, model_name="bench-script"),
+                     tools=[add], limits=Limits(max_steps=max_steps))
+
+    async def slow(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        await asyncio.sleep(latency)
+        return script(messages, info)
+
+    return Agent(name="bench", model=FunctionModel(slow, model_name="bench-script"),
                  tools=[add], limits=Limits(max_steps=max_steps))
 
 
@@ -101,12 +111,22 @@ class WorkerProcess:
     """Record the worker with py-spy (raw stacks) into this file."""
     gc_log: Path | None = None
     """Write the worker's full garbage collections (seconds, objects freed) into this file."""
+    latency: float = 0.0
+    """Seconds each model call sleeps (standing in for a provider)."""
     process: subprocess.Popen[bytes] | None = None
     spy: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start the worker and wait until it polls."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the worker process (`wait_ready` waits for it: launch several, then wait)."""
         cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", self.variant,
                "--address", self.address, "--task-queue", self.task_queue]
+        if self.latency:
+            cmd += ["--latency", str(self.latency)]
         if self.payload_store:
             cmd += ["--payload-store", self.payload_store]
         if self.ablate:
@@ -114,7 +134,10 @@ class WorkerProcess:
         if self.gc_log is not None:
             cmd += ["--gc-log", str(self.gc_log)]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self.process.stdout is not None
+
+    def wait_ready(self) -> None:
+        """Wait until the launched worker polls (then start its profiler, if asked)."""
+        assert self.process is not None and self.process.stdout is not None
         line = self.process.stdout.readline()
         if line.strip() != b"ready":
             raise RuntimeError(f"{self.variant} worker did not start: {line!r}")
@@ -128,6 +151,25 @@ class WorkerProcess:
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    def heartbeats(self) -> int:
+        """The heartbeats the worker has sent so far (`HeartbeatCounter`)."""
+        assert self.process is not None and self.process.stdin and self.process.stdout
+        self.process.stdin.write(b"heartbeats\n")
+        self.process.stdin.flush()
+        while True:  # the SDK core may log to stdout too: skip its lines
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.variant} worker exited")
+            if line.startswith(b"heartbeats "):
+                return int(line.split()[1])
+
+    def rss(self) -> int:
+        """The worker's resident memory now, in bytes."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
 
     def stop(self) -> None:
         if self.spy is not None:
@@ -171,16 +213,20 @@ def _ablate(names: tuple[str, ...]) -> None:
 
 
 async def serve(variant: str, address: str, task_queue: str, payload_store: str | None,
-                ablate: tuple[str, ...], gc_log: str | None = None) -> None:
-    """`--serve`: run one variant's worker until stdin closes."""
+                ablate: tuple[str, ...], gc_log: str | None = None, latency: float = 0.0) -> None:
+    """`--serve`: run one variant's worker until stdin closes; a line `heartbeats` on stdin
+    is answered `heartbeats N` on stdout."""
     from temporalio.worker import Worker
 
     if gc_log:
         log_full_collections(Path(gc_log))
+    HeartbeatCounter.install()
 
     if variant == "bare":
+        import bare_loop  # pyright: ignore[reportMissingImports]
         from bare_loop import BARE_ACTIVITIES, BareLoop  # pyright: ignore[reportMissingImports]
 
+        bare_loop.LATENCY = latency
         client = await Client.connect(address)
         worker = Worker(client, task_queue=task_queue, workflows=[BareLoop],
                         activities=BARE_ACTIVITIES)
@@ -188,14 +234,15 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
         from towline.plugin import TowlinePlugin
 
         _ablate(ablate)
-        plugin = TowlinePlugin([bench_agent()], payload_store=payload_store)
+        plugin = TowlinePlugin([bench_agent(latency=latency)], payload_store=payload_store)
         client = await Client.connect(address, plugins=[plugin])
         worker = Worker(client, task_queue=task_queue)
     loop = asyncio.get_running_loop()
-    stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
     async with worker:
         print("ready", flush=True)
-        await stdin_closed
+        while line := await loop.run_in_executor(None, sys.stdin.buffer.readline):
+            if line.strip() == b"heartbeats":
+                print(f"heartbeats {HeartbeatCounter.count}", flush=True)
 
 
 def log_full_collections(path: Path) -> None:
@@ -312,17 +359,19 @@ class Profile:
 def main() -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="a benchmark worker (used by bench/loop.py)")
+    parser = argparse.ArgumentParser(description="a benchmark worker (used by bench/loop.py, "
+                                     "bench/scale.py)")
     parser.add_argument("--serve", choices=("towline", "bare"), required=True)
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--payload-store")
     parser.add_argument("--ablate", default="")
     parser.add_argument("--gc-log")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds a model call sleeps")
     args = parser.parse_args()
     ablate = tuple(a for a in args.ablate.split(",") if a)
     asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, ablate,
-                      args.gc_log))
+                      args.gc_log, args.latency))
     sys.stdout.flush()
     os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
 

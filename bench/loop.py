@@ -14,7 +14,9 @@ ratio is the median of the per-repeat ratios towline / bare.
 
 Figures: wall time of one run (start to result, client side), worker CPU (user +
 system time of the worker process, all threads, during the run), server CPU,
-history bytes (all events of all executions) and events, for N = 5, 25, 100; the
+history bytes (all events of all executions) and events, and billable Temporal Cloud
+Actions per step (`towline/actions.py`: counted from the histories, plus the heartbeats
+each worker counts), for N = 5, 25, 100; the
 total wall time of 20 concurrent runs of N = 5; activity payload sizes and how the
 model input changes from the first step to the last; history bytes per step by
 event type; and a long towline run (600 steps, continuing-as-new when Temporal
@@ -51,6 +53,7 @@ from harness import (
 )
 from temporalio.client import Client
 
+from towline.actions import ActionCount, billable_actions
 from towline.devserver import DevServerProcess
 from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
@@ -59,7 +62,7 @@ VARIANTS = ("towline", "bare")
 SIZES = (5, 25, 100)
 CONCURRENT, CONCURRENT_STEPS = 20, 5
 LONG_STEPS = 600
-GOALS = {"wall": 1.10, "cpu": 1.5, "bytes": 2.0, "concurrent": 1.1}
+GOALS = {"wall": 1.10, "cpu": 1.5, "bytes": 2.0, "concurrent": 1.1, "actions": 1.10}
 
 
 @dataclass
@@ -74,6 +77,15 @@ class Sample:
     executions: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     payloads: dict[str, list[int]] = field(default_factory=dict[str, list[int]])
     by_event: dict[str, int] = field(default_factory=dict[str, int])
+    steps: int = 0
+    """Tool steps of all the runs measured."""
+    actions: ActionCount = field(default_factory=ActionCount)
+    """Billable Actions of all the runs: from their histories, and the heartbeats the
+    worker counted (`towline.actions`)."""
+
+    @property
+    def actions_per_step(self) -> float:
+        return self.actions.total / self.steps if self.steps else 0.0
 
 
 class Bench:
@@ -97,12 +109,14 @@ class Bench:
     async def measure(self, variant: str, steps: int, runs: int = 1) -> Sample:
         """`runs` runs of `steps` steps started at once; wall and CPU cover all of them."""
         worker, server = self.workers[variant].pid, self.server.pid
+        beats0 = self.workers[variant].heartbeats()
         cpu0, server0 = cpu_seconds(worker), cpu_seconds(server)
         t0 = time.perf_counter()
         started = [await self._start(variant, steps) for _ in range(runs)]
         results = await asyncio.gather(*(r for _, r in started))
         sample = Sample(wall=time.perf_counter() - t0, worker_cpu=cpu_seconds(worker) - cpu0,
-                        server_cpu=cpu_seconds(server) - server0)
+                        server_cpu=cpu_seconds(server) - server0, steps=steps * runs,
+                        actions=ActionCount(heartbeats=self.workers[variant].heartbeats() - beats0))
         for result in results:
             if isinstance(result, RunResult):  # every run did what it should, exactly
                 assert (result.counters.run_step, result.counters.tool_calls) == (steps + 1, steps)
@@ -110,6 +124,7 @@ class Bench:
                 assert result == "done", result
         for wid, _ in started:
             chain = await executions(self.clients[variant], wid)
+            sample.actions += billable_actions(e for events in chain for e in events)
             for events in chain:
                 sample.history_bytes += sum(e.ByteSize() for e in events)
                 sample.events += len(events)
@@ -196,10 +211,13 @@ def report(args: argparse.Namespace, sizes: list[int], samples: dict[str, dict[s
         row(f"history bytes, N={n}", f"n{n}", lambda x: x.history_bytes, "B",
             GOALS["bytes"] if big else None)
         row(f"history events, N={n}", f"n{n}", lambda x: x.events, "n")
+        row(f"billable Actions per step, N={n}", f"n{n}", lambda x: x.actions_per_step, "a",
+            GOALS["actions"] if big else None)
     label = f"{args.concurrent} concurrent runs of N={CONCURRENT_STEPS}"
     row(f"{label}, wall", "concurrent", lambda x: x.wall, "s", GOALS["concurrent"])
     row(f"{label}, worker CPU", "concurrent", lambda x: x.worker_cpu, "s")
     row(f"{label}, server CPU", "concurrent", lambda x: x.server_cpu, "s")
+    row(f"{label}, Actions/step", "concurrent", lambda x: x.actions_per_step, "a")
     biggest = samples[f"n{max(sizes)}"]
     n = max(sizes)
     payloads = {kind: {v: med([med([float(b) for b in s.payloads.get(kind, [])]) for s in biggest[v]])
@@ -212,6 +230,7 @@ def report(args: argparse.Namespace, sizes: list[int], samples: dict[str, dict[s
         "model_input": {"first": model_in[0], "last": model_in[-1], "requests": len(model_in),
                         "per_step": (model_in[-1] - model_in[0]) / max(1, len(model_in) - 1)},
         "bytes_per_step_by_event": per_step, "long": long,
+        "actions": {v: biggest[v][0].actions.to_json() for v in VARIANTS},
     }
     if profiles:
         result["profile"] = {v: {
@@ -233,6 +252,8 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value:.3f} s"
     if unit == "B":
         return f"{value / 1024:.1f} KiB"
+    if unit == "a":
+        return f"{value:.2f}"
     return f"{value:.0f}"
 
 
@@ -253,6 +274,11 @@ def table(rep: dict[str, Any]) -> str:
     m = rep["model_input"]
     lines.append(f"  model input: request 1 {m['first']} B (tool definitions), request "
                  f"{m['requests']} {m['last']} B ({m['per_step']:+.2f} B per request)")
+    lines += ["", (f"billable Actions of one run, N={rep['n']} (Temporal Cloud's rules, "
+                   "towline/actions.py; heartbeats counted by the worker)")]
+    for v in VARIANTS:
+        counted = ActionCount(**{k: n for k, n in rep["actions"][v].items() if k != "total"})
+        lines.append(f"  {v:<8} {counted.line()}")
     lines += ["", f"history bytes per step by event type, N={rep['n']}"]
     for kind, v in sorted(rep["bytes_per_step_by_event"].items(), key=lambda kv: -kv[1]["towline"]):
         if v["towline"] >= 1 or v["bare"] >= 1:

@@ -58,8 +58,17 @@ async def test_the_benchmarks_run() -> None:
                         env=env, timeout=400)
     assert loop.code == 0, loop
     for figure in ("wall, one run, N=5", "worker CPU, N=5", "history bytes, N=5",
-                   "4 concurrent runs of N=5, wall", "history bytes per step by event type"):
+                   "4 concurrent runs of N=5, wall", "history bytes per step by event type",
+                   "billable Actions per step, N=5"):
         assert figure in loop.out, loop.out
+    # the bare loop's run of 5 steps: its start and 11 activities, nothing else
+    assert re.search(r"bare +12 billable \(workflow 1, activities 11\)", loop.out), loop.out
+    scale = await readme("python bench/scale.py --quick", env=env, timeout=300)
+    assert scale.code == 0, scale
+    for workers in (1, 2):
+        for variant in ("towline", "bare"):  # a row per variant and worker count, R=20, L=200 ms
+            assert re.search(rf"^{variant} +{workers} +20 +200 ", scale.out, re.MULTILINE), scale.out
+        assert f"{workers} worker(s), R=20, L=200 ms: steps/s" in scale.out
     cache = await readme("python bench/prompt_cache.py", env=env, timeout=120)
     assert cache.code == 0, cache
     saved = re.search(r"caching saves (\d+)% of the run's cost", cache.out)

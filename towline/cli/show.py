@@ -12,6 +12,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from towline.actions import ActionCount, billable_actions
 from towline.cli.common import (
     add_connection,
     connect_client,
@@ -31,12 +35,26 @@ from towline.cli.runstate import RunDetails, read_run
 from towline.cli.watch import add_watch_options, watch_command
 from towline.ledger import format_cost
 
-__all__ = ["show_lines", "show_command", "register"]
+__all__ = ["show_lines", "show_command", "register", "run_actions"]
+
+
+async def run_actions(client: Client, workflow_id: str) -> ActionCount:
+    """The billable Actions of every execution of the run so far (`towline.actions`)."""
+    handle = client.get_workflow_handle(workflow_id)
+    run_id = (await handle.describe()).raw_description.workflow_execution_info.first_run_id
+    events: list[HistoryEvent] = []
+    while run_id:  # follow continue-as-new: each execution's start is an Action
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events.extend(history.events)
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return billable_actions(events)
 
 
 def show_lines(details: RunDetails, now: datetime, url: str | None, *,
-               thinking: bool = True) -> list[str]:
-    """The text `towline show` prints (`thinking` off: without the model's thinking)."""
+               thinking: bool = True, actions: ActionCount | None = None) -> list[str]:
+    """The text `towline show` prints (`thinking` off: without the model's thinking;
+    `actions`: the run's billable Actions)."""
     d = details
     version = d.counters.agent_version if d.counters is not None else None
     out = [
@@ -49,6 +67,9 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
     if d.cost_micros is not None:
         unpriced = d.counters.unpriced_requests if d.counters is not None else 0
         out.append(f"Cost      {format_cost(d.cost_micros, unpriced)}")
+    if actions is not None:
+        out.append(f"Actions   {actions.line()}  (queries and heartbeats not counted: "
+                   "they are not in the history)")
     if url:
         out.append(f"UI        {url}")
     if d.execution_status == "RUNNING" and d.messages is not None:
@@ -88,10 +109,12 @@ async def show_command(args: Any) -> int:
     details = await read_run(client, args.workflow_id)
     now = datetime.now(UTC)
     url = workflow_url(ui_base(target, args.ui_url), target.namespace, details.workflow_id)
+    actions = await run_actions(client, details.workflow_id)
     if args.json:
-        print_json({**details.to_json(now), "ui_url": url})
+        print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
     else:
-        print("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking)))
+        print("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking,
+                                   actions=actions)))
     return 0
 
 
@@ -100,7 +123,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p = sub.add_parser(
         "show", help="print a run's status, counters, cost, pending approvals and conversation",
         description="Print a run's status, ledger counters, usage, cost (when known), the tool "
-        "calls waiting for approval, a failing workflow task, and the conversation (from the "
+        "calls waiting for approval, a failing workflow task, its billable Temporal Cloud Actions "
+        "(counted from its history), and the conversation (from the "
         "queries while it runs, from its result or failure afterwards), the model's thinking "
         "included (its signature abbreviated; --json has it whole).")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
