@@ -57,6 +57,7 @@ from temporalio import workflow
 from temporalio.worker.workflow_sandbox import RestrictedWorkflowAccessError
 
 from towline.errors import NondeterministicHook, runtime_failure
+from towline.heap import paused_gc
 
 from .watchlist import (
     C_CALLS,
@@ -211,19 +212,23 @@ class Guard:
             spawn = loop.__dict__.get("create_task", _UNSET)
             original = loop.create_task
             loop.create_task = _watched_spawn(original, self)  # pyright: ignore[reportAttributeAccessIssue]
-        sys.setprofile(profile)
-        try:
-            yield
-        finally:
-            if previous is None or not isinstance(previous, _lsprof.Profiler):
-                sys.setprofile(previous)
-            else:
-                previous.enable()  # cProfile, as it was configured (subcalls, builtins)
-            if loop is not None:
-                if spawn is _UNSET:
-                    del loop.create_task
+        # No collection while the guard watches: the collector's callbacks (`gc.callbacks`:
+        # hypothesis', an APM's) would run inside the hook's calls and read the clock as if
+        # the hook did, failing a run that did nothing wrong.
+        with paused_gc():
+            sys.setprofile(profile)
+            try:
+                yield
+            finally:
+                if previous is None or not isinstance(previous, _lsprof.Profiler):
+                    sys.setprofile(previous)
                 else:
-                    loop.create_task = spawn  # pyright: ignore[reportAttributeAccessIssue]
+                    previous.enable()  # cProfile, as it was configured (subcalls, builtins)
+                if loop is not None:
+                    if spawn is _UNSET:
+                        del loop.create_task
+                    else:
+                        loop.create_task = spawn  # pyright: ignore[reportAttributeAccessIssue]
 
     def check(self, error: BaseException | None = None) -> None:
         """Raise the refused call, if there was one (over whatever the user code raised).
