@@ -3,8 +3,9 @@
 When a request's `ModelSettings.stream` is on, the model activity opens a
 `TextStream` around the model call. Models report pieces of text with
 `text_delta(...)` (the provider models as their SDK streams them,
-`FunctionModel` for each `str` its generator yields); the stream gathers
-them and publishes one `text` event per batch to the run's Workflow Stream
+`FunctionModel` for each `str` its generator yields), and pieces of thinking
+with `thinking_delta(...)`; the stream gathers them and publishes each batch
+(a `text` event, a `thinking` one, in the order they came) to the run's Workflow Stream
 (`WorkflowStreamClient.from_within_activity`: a signal to the run, deduplicated
 by the stream, so a retried signal never shows twice).
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from contextvars import ContextVar
 from types import TracebackType
@@ -115,18 +117,13 @@ class TextStream:
     async def _send(self) -> None:
         if not self._pending:
             return
-        runs: list[tuple[str, list[str]]] = []  # consecutive pieces of one kind, in order
-        for kind, piece in self._pending:
-            if runs and runs[-1][0] == kind:
-                runs[-1][1].append(piece)
-            else:
-                runs.append((kind, [piece]))
-        self._pending.clear()
+        pending, self._pending = self._pending, []
         self._arrived.clear()
         self.batches += 1
-        for kind, pieces in runs:  # one flush: one signal, whatever the kinds
+        # one event per run of pieces of one kind, in order; one flush: one signal
+        for kind, pieces in itertools.groupby(pending, key=lambda p: p[0]):
             self.topic.publish({"type": kind, "step": self.step, "attempt": self.attempt,
-                                "delta": "".join(pieces)})
+                                "delta": "".join(piece for _, piece in pieces)})
         try:
             await self.client.flush()
         except Exception as e:  # noqa: BLE001 - the response is the record; the preview may lose a piece

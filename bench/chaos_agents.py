@@ -37,7 +37,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from chaos_store import THRESHOLD
+from chaos_store import THRESHOLD, append_log, read_log
 from temporalio import activity
 from temporalio.common import RetryPolicy
 
@@ -98,16 +98,6 @@ def _folder() -> Path:
     return Path(os.environ[EFFECTS_ENV])
 
 
-def _append(name: str, record: dict[str, Any]) -> None:
-    """One JSON line, written with a single `O_APPEND` write (atomic between processes)."""
-    line = (json.dumps(record, sort_keys=True) + "\n").encode()
-    fd = os.open(_folder() / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
 def _record(ctx: ToolContext, label: str) -> dict[str, Any]:
     info = activity.info()
     return {"tool": ctx.tool_name, "key": ctx.idempotency_key, "label": label,
@@ -116,11 +106,11 @@ def _record(ctx: ToolContext, label: str) -> dict[str, Any]:
 
 
 def _entered(ctx: ToolContext, label: str) -> None:
-    _append("exec.log", _record(ctx, label))
+    append_log(_folder() / "exec.log", _record(ctx, label))
 
 
 def _effect(ctx: ToolContext, label: str) -> None:
-    _append("effects.log", _record(ctx, label))
+    append_log(_folder() / "effects.log", _record(ctx, label))
 
 
 def _effect_once(ctx: ToolContext, label: str) -> None:
@@ -368,14 +358,6 @@ def expected(plan: list[list[Call]], steps_done: int | None = None) -> Expected:
     return Expected(run_step=requests, requests=requests, tool_calls=calls,
                     input_tokens=requests * USAGE.input_tokens,
                     output_tokens=requests * USAGE.output_tokens, output=output)
-
-
-def read_log(folder: Path, name: str) -> list[dict[str, Any]]:
-    """The JSON lines of one of the counting logs (empty if it does not exist)."""
-    path = folder / name
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def read_effects(folder: Path) -> list[dict[str, Any]]:

@@ -10,7 +10,8 @@ stored is touched, so a run that loses anything lost it through towline or Tempo
 `CountingStore` is the `PayloadStore` every process uses: the same driver, and each failed
 store or read logged to `store.log` (one JSON line, pid and time), so the report can show
 the outage was felt. `references` and `check_references` read the store references a
-history holds and check each one resolves to its payload, whole.
+history holds and check each one resolves to its payload, whole. `append_log` and `read_log`
+write and read the bench's JSON-line logs (this store's, the tools', the workers' attempts).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message as Proto
+from histories import REFERENCE, payloads_in
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
     StorageDriver,
@@ -35,12 +37,31 @@ from temporalio.converter import (
 
 from towline.payload_store import PayloadStore
 
-__all__ = ["THRESHOLD", "CountingStore", "Outage", "references", "check_references"]
+__all__ = ["THRESHOLD", "CountingStore", "Outage", "references", "check_references",
+           "append_log", "read_log"]
 
 THRESHOLD = 1024
 """Payloads of at least this many bytes go to the bench's store (towline's default is 64 KiB:
 lower here, so that ordinary runs of the bench reach it)."""
-_REFERENCE = b"temporal.api.sdk.v1.ExternalStorageReference"
+_T = TypeVar("_T")
+
+
+def append_log(path: Path, record: dict[str, Any]) -> None:
+    """One JSON line, written with a single `O_APPEND` write (atomic between processes)."""
+    line = (json.dumps(record, sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_log(folder: Path, name: str) -> list[dict[str, Any]]:
+    """The JSON lines of one of the bench's logs (empty if it does not exist)."""
+    path = folder / name
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 class _Logged(StorageDriver):
@@ -56,30 +77,21 @@ class _Logged(StorageDriver):
     def type(self) -> str:
         return self.inner.type()
 
-    def _failed(self, op: str, count: int, error: BaseException) -> None:
-        line = json.dumps({"op": op, "payloads": count, "error": f"{type(error).__name__}: "
-                           f"{str(error)[:200]}", "pid": os.getpid(), "t": time.time()})
-        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    async def _logged(self, op: str, count: int, call: Awaitable[_T]) -> _T:
         try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+            return await call
+        except Exception as e:
+            append_log(self.log, {"op": op, "payloads": count, "pid": os.getpid(),
+                                  "error": f"{type(e).__name__}: {str(e)[:200]}", "t": time.time()})
+            raise
 
     async def store(self, context: StorageDriverStoreContext,
                     payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        try:
-            return await self.inner.store(context, payloads)
-        except Exception as e:
-            self._failed("store", len(payloads), e)
-            raise
+        return await self._logged("store", len(payloads), self.inner.store(context, payloads))
 
     async def retrieve(self, context: StorageDriverRetrieveContext,
                        claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        try:
-            return await self.inner.retrieve(context, claims)
-        except Exception as e:
-            self._failed("retrieve", len(claims), e)
-            raise
+        return await self._logged("retrieve", len(claims), self.inner.retrieve(context, claims))
 
 
 @dataclass(frozen=True)
@@ -129,39 +141,19 @@ class Outage:
 
     def failures(self, folder: Path) -> list[dict[str, Any]]:
         """The failed store operations the processes logged (`store.log` in `folder`)."""
-        path = folder / "store.log"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_log(folder, "store.log")
 
     def files(self) -> int:
         """Payloads in the store."""
         return sum(1 for p in self.payloads.glob("??/*") if not p.name.startswith("."))
 
 
-def _payloads(message: Proto) -> Iterable[Payload]:
-    """Every `Payload` inside a protobuf message, at any depth."""
-    if isinstance(message, Payload):
-        yield message
-        return
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        if field.is_repeated:
-            items = value.values() if field.message_type.GetOptions().map_entry else value
-            for item in items:
-                if isinstance(item, Proto):
-                    yield from _payloads(item)
-        else:
-            yield from _payloads(value)
-
-
 def references(events: Iterable[Proto]) -> list[dict[str, str]]:
     """The claims (`key`, `sha256`) of every store reference in a history's events."""
     found: list[dict[str, str]] = []
     for event in events:
-        for payload in _payloads(event):
-            if payload.metadata.get("messageType") == _REFERENCE and payload.external_payloads:
+        for payload in payloads_in(event):
+            if payload.metadata.get("messageType") == REFERENCE and payload.external_payloads:
                 found.append(dict(json.loads(payload.data).get("claimData", {})))
     return found
 

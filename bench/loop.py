@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import shutil
 import statistics
 import sys
@@ -44,19 +42,18 @@ from harness import (
     ABLATIONS,
     Profile,
     WorkerProcess,
+    check_result,
     cpu_seconds,
-    event_bytes,
-    executions,
+    finish,
     memory_server,
-    payload_bytes,
-    per_execution,
+    start_bench_run,
 )
+from histories import event_bytes, executions, payload_bytes, per_execution
 from temporalio.client import Client
 
 from towline.actions import ActionCount, billable_actions
 from towline.devserver import DevServerProcess
 from towline.plugin import TowlinePlugin
-from towline.results import RunInput, RunResult
 
 VARIANTS = ("towline", "bare")
 SIZES = (5, 25, 100)
@@ -96,14 +93,9 @@ class Bench:
         self.server, self.workers, self.clients = server, workers, clients
 
     async def _start(self, variant: str, steps: int) -> tuple[str, Awaitable[Any]]:
-        client, queue = self.clients[variant], self.workers[variant].task_queue
         wid = f"{variant}-{steps}-{uuid.uuid4().hex[:8]}"
-        if variant == "bare":
-            handle = await client.start_workflow("BareLoop", steps, id=wid, task_queue=queue,
-                                                 result_type=str)
-        else:
-            handle = await client.start_workflow("AgentRun", RunInput(agent="bench", prompt=str(steps)),
-                                                 id=wid, task_queue=queue, result_type=RunResult)
+        handle = await start_bench_run(self.clients[variant], variant, steps, id=wid,
+                                       task_queue=self.workers[variant].task_queue)
         return wid, handle.result()
 
     async def measure(self, variant: str, steps: int, runs: int = 1) -> Sample:
@@ -118,10 +110,7 @@ class Bench:
                         server_cpu=cpu_seconds(server) - server0, steps=steps * runs,
                         actions=ActionCount(heartbeats=self.workers[variant].heartbeats() - beats0))
         for result in results:
-            if isinstance(result, RunResult):  # every run did what it should, exactly
-                assert (result.counters.run_step, result.counters.tool_calls) == (steps + 1, steps)
-            else:
-                assert result == "done", result
+            check_result(result, steps)
         for wid, _ in started:
             chain = await executions(self.clients[variant], wid)
             sample.actions += billable_actions(e for events in chain for e in events)
@@ -315,10 +304,7 @@ def main() -> None:
     unknown = {a for a in args.ablate.split(",") if a} - set(ABLATIONS)
     if unknown:
         parser.error(f"--ablate: unknown {sorted(unknown)}")
-    rep = asyncio.run(run_bench(args))
-    print(json.dumps(rep, indent=2) if args.json else table(rep))
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    finish(asyncio.run(run_bench(args)), args.json, table)
 
 
 if __name__ == "__main__":

@@ -20,19 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
-import os
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import event_bytes, per_execution
-from temporalio.api.common.v1 import Payload
+from harness import finish
+from histories import REFERENCE, event_bytes, executions, payloads_in, per_execution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
@@ -53,7 +47,7 @@ from towline.messages import (
     media_in,
 )
 from towline.models import FunctionModel, ModelInfo
-from towline.testing import execution_histories, towline_worker
+from towline.testing import towline_worker
 
 PNG = b"\x89PNG\r\n\x1a\n"
 THOUGHT = ("The user wants the running total. I have the previous notes; the next step is to "
@@ -74,33 +68,14 @@ def _image(n: int, seed: bytes) -> bytes:
 
 # --- 1. a large image through the payload store ------------------------------------------------
 
-_REFERENCE = b"temporal.api.sdk.v1.ExternalStorageReference"
-
-
-def _payloads(message: Any) -> list[Payload]:
-    """Every `Payload` inside a protobuf message (an event), however deeply nested."""
-    if isinstance(message, Payload):
-        return [message]
-    found: list[Payload] = []
-    for descriptor, value in message.ListFields():
-        if descriptor.message_type is None:
-            continue
-        if descriptor.message_type.GetOptions().map_entry:
-            items = [v for v in value.values() if hasattr(v, "ListFields")]
-        else:
-            items = [value] if hasattr(value, "ListFields") else list(value)  # one, or repeated
-        for item in items:
-            found += _payloads(item)
-    return found
-
 
 def stored_by_event_type(events: list[HistoryEvent]) -> dict[str, int]:
     """Bytes the store holds for each event type's payloads (what their references point to)."""
     found: dict[str, int] = {}
     for e in events:
         kind = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
-        for p in _payloads(e):
-            if p.metadata.get("messageType") == _REFERENCE:
+        for p in payloads_in(e):
+            if p.metadata.get("messageType") == REFERENCE:
                 found[kind] = found.get(kind, 0) + sum(x.size_bytes for x in p.external_payloads)
     return found
 
@@ -142,8 +117,7 @@ async def image_run(client: Client, image_mb: float, store: Path) -> dict[str, A
                                              BinaryContent(data=image, media_type="image/png")],
                                  task_queue=queue, id=wid)
         result = await handle.result()
-    [history] = await execution_histories(client, wid)
-    events = list(history.events)
+    [events] = await executions(client, wid)
     files = [f for f in store.rglob("*") if f.is_file()]
     return {
         "image_bytes": len(image), "tool_image_bytes": len(crop), "output": result.output,
@@ -188,7 +162,7 @@ async def loop_run(client: Client, steps: int, thinking: bool) -> dict[str, Any]
         wid = f"{agent.name}-{uuid.uuid4().hex[:8]}"
         handle = await start_run(tc, agent, "go", task_queue=queue, id=wid)
         await handle.result()
-    chain = [list(h.events) for h in await execution_histories(client, wid)]
+    chain = await executions(client, wid)
     [row] = per_execution(chain)
     return {"thinking": thinking, "steps": row["steps"], "history_bytes": row["bytes"],
             "events": row["events"], "bytes_per_step": row["bytes_per_step"]}
@@ -205,27 +179,29 @@ async def measure(image_mb: float, steps: int) -> dict[str, Any]:
     return {"image": image, "thinking": loops}
 
 
-def _report(found: dict[str, Any]) -> None:
+def table(found: dict[str, Any]) -> str:
     image = found["image"]
-    print(f"1. A {image['image_bytes']:,}-byte image in the prompt, a {image['tool_image_bytes']:,}-"
-          "byte image from a tool (file payload store)")
-    print(f"   answer: {image['output']}")
-    print(f"   history: {image['history_bytes']:,} bytes in {image['history_events']} events "
-          f"(largest event {image['largest_event_bytes']:,} bytes)")
-    for kind, size in image["bytes_by_event_type"].items():
-        print(f"     {kind:<40} {size:>9,}")
     sizes = ", ".join(f"{n:,}" for n in image["store_object_bytes"])
-    print(f"   payload store: {image['store_bytes']:,} bytes in {image['store_objects']} objects "
-          f"({sizes}); the history's references point at:")
-    for kind, size in image["referenced_bytes_by_event_type"].items():
-        print(f"     {kind:<40} {size:>11,}")
-    print()
-    print(f"2. Thinking ({len(THOUGHT)} characters of text, a {len(SIGNATURE)}-character signature "
-          "per step)")
-    print("   thinking  steps  events  history bytes  bytes per step")
-    for row in found["thinking"]:
-        print(f"   {'on' if row['thinking'] else 'off':<9} {row['steps']:>5}  {row['events']:>6}  "
-              f"{row['history_bytes']:>13,}  {row['bytes_per_step']:>14,}")
+    lines = [
+        (f"1. A {image['image_bytes']:,}-byte image in the prompt, a "
+         f"{image['tool_image_bytes']:,}-byte image from a tool (file payload store)"),
+        f"   answer: {image['output']}",
+        (f"   history: {image['history_bytes']:,} bytes in {image['history_events']} events "
+         f"(largest event {image['largest_event_bytes']:,} bytes)"),
+        *(f"     {kind:<40} {size:>9,}" for kind, size in image["bytes_by_event_type"].items()),
+        (f"   payload store: {image['store_bytes']:,} bytes in {image['store_objects']} objects "
+         f"({sizes}); the history's references point at:"),
+        *(f"     {kind:<40} {size:>11,}"
+          for kind, size in image["referenced_bytes_by_event_type"].items()),
+        "",
+        (f"2. Thinking ({len(THOUGHT)} characters of text, a {len(SIGNATURE)}-character "
+         "signature per step)"),
+        "   thinking  steps  events  history bytes  bytes per step",
+    ]
+    lines += [f"   {'on' if row['thinking'] else 'off':<9} {row['steps']:>5}  {row['events']:>6}  "
+              f"{row['history_bytes']:>13,}  {row['bytes_per_step']:>14,}"
+              for row in found["thinking"]]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -234,13 +210,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps of the loops (default 20)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args()
-    found = asyncio.run(measure(args.image_mb, args.steps))
-    if args.json:
-        print(json.dumps(found, indent=2))
-    else:
-        _report(found)
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    finish(asyncio.run(measure(args.image_mb, args.steps)), args.json, table)
 
 
 if __name__ == "__main__":

@@ -29,22 +29,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
-import os
 import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness import WorkerProcess, cpu_seconds, memory_server
+from harness import (
+    WorkerProcess,
+    check_result,
+    cpu_seconds,
+    finish,
+    memory_server,
+    start_bench_run,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from towline.actions import ActionCount, billable_actions
 from towline.plugin import TowlinePlugin
-from towline.results import RunInput, RunResult
 
 VARIANTS = ("towline", "bare")
 GOAL_STEPS_PER_S = 0.90
@@ -114,20 +118,12 @@ class Sampler:
 async def _start(client: Client, variant: str, queue: str, steps: int,
                  gate: asyncio.Semaphore) -> WorkflowHandle[Any, Any]:
     async with gate:
-        wid = f"scale-{variant}-{uuid.uuid4().hex[:10]}"
-        if variant == "bare":
-            return await client.start_workflow("BareLoop", steps, id=wid, task_queue=queue,
-                                               result_type=str)
-        return await client.start_workflow("AgentRun", RunInput(agent="bench", prompt=str(steps)),
-                                           id=wid, task_queue=queue, result_type=RunResult)
+        return await start_bench_run(client, variant, steps, task_queue=queue,
+                                     id=f"scale-{variant}-{uuid.uuid4().hex[:10]}")
 
 
 async def _check(handle: WorkflowHandle[Any, Any], steps: int) -> None:
-    result = await handle.result()
-    if isinstance(result, RunResult):  # every run did exactly what it should
-        assert (result.counters.run_step, result.counters.tool_calls) == (steps + 1, steps)
-    else:
-        assert result == "done", result
+    check_result(await handle.result(), steps)
 
 
 async def batch(server_pid: int, clients: dict[str, Client], address: str, variant: str,
@@ -270,10 +266,7 @@ def main() -> None:
     unknown = {v for v in args.variants.split(",") if v} - set(VARIANTS)
     if unknown:
         parser.error(f"--variants: unknown {sorted(unknown)}")
-    rep = asyncio.run(run_bench(args))
-    print(json.dumps(rep, indent=2) if args.json else table(rep))
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    finish(asyncio.run(run_bench(args)), args.json, table)
 
 
 if __name__ == "__main__":

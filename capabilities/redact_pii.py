@@ -153,8 +153,7 @@ class RedactPII(Capability):
 
     def _request_part(self, part: Any) -> Any:
         if isinstance(part, UserPart) and "input" in self.apply_to:
-            content = (self._text(part.content, "the user's input") if isinstance(part.content, str)
-                       else self._value(part.content, "the user's input"))
+            content = self._value(part.content, "the user's input")  # text, or text and media
         elif isinstance(part, ToolReturnPart) and "tool_results" in self.apply_to:
             content = self._value(part.content, f"the result of tool {part.tool_name!r}")
         elif isinstance(part, RetryPart):

@@ -22,6 +22,7 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    ResponsePart,
     RetryPart,
     ToolCallPart,
     ToolReturnPart,
@@ -139,7 +140,7 @@ def arithmetic_model(messages: list[Message], info: ModelInfo) -> ModelResponse 
     if not starts:
         return "Ask me an arithmetic question."
     start = starts[-1]
-    prompt = next(p.content for p in messages[start].parts if isinstance(p, UserPart))
+    prompt = next(p.text for p in messages[start].parts if isinstance(p, UserPart))
     since = messages[start + 1:]
     calls = [c for m in since if isinstance(m, ModelResponse) for c in m.tool_calls]
     if not calls:
@@ -149,8 +150,8 @@ def arithmetic_model(messages: list[Message], info: ModelInfo) -> ModelResponse 
                     "Try 'What is 6 times 7?' or 'What is (2 + 3) * 4?'.")
         # Ids as providers give them: unique in the conversation (call_1, call_2, ...).
         made = sum(len(m.tool_calls) for m in messages if isinstance(m, ModelResponse))
-        numbered = [c.model_copy(update={"tool_call_id": f"call_{made + i + 1}"})
-                    for i, c in enumerate(planned)]
+        numbered: list[ResponsePart] = [c.model_copy(update={"tool_call_id": f"call_{made + i + 1}"})
+                                        for i, c in enumerate(planned)]
         return ModelResponse(parts=numbered, finish_reason="tool_calls")
     results: dict[str, ToolReturnPart | RetryPart] = {}
     for m in since:

@@ -55,7 +55,7 @@ def _prompt(messages: list[Message]) -> str:
         if isinstance(m, ModelRequest):
             for p in m.parts:
                 if isinstance(p, UserPart):
-                    return p.content
+                    return p.text
     return ""
 
 

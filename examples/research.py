@@ -121,7 +121,7 @@ def research_step(messages: list[Message]) -> ModelResponse | str:
     report what came back."""
     start = max(i for i, m in enumerate(messages)
                 if isinstance(m, ModelRequest) and any(isinstance(p, UserPart) for p in m.parts))
-    prompt = " ".join(p.content for p in messages[start].parts if isinstance(p, UserPart))
+    prompt = " ".join(p.text for p in messages[start].parts if isinstance(p, UserPart))
     returns = [p for m in messages[start:] if isinstance(m, ModelRequest)
                for p in m.parts if isinstance(p, ToolReturnPart)]
     if not any(isinstance(m, ModelResponse) and m.tool_calls for m in messages[start:]):

@@ -16,6 +16,7 @@ from towline.messages import (
     ThinkingPart,
     ToolCallPart,
     UserPart,
+    media_in,
 )
 from towline.models import FunctionModel, ModelInfo
 
@@ -69,8 +70,7 @@ def _look(messages: list[Message], info: ModelInfo) -> str:
     first = messages[0]
     assert isinstance(first, ModelRequest)
     prompt = next(p for p in first.parts if isinstance(p, UserPart))
-    items = prompt.content if isinstance(prompt.content, list) else [prompt.content]
-    seen = [attachment_line(i) for i in items if isinstance(i, BinaryContent)]
+    seen = [attachment_line(m) for m in media_in(prompt.content)[1] if isinstance(m, BinaryContent)]
     return "; ".join(seen) or "no attachment"
 
 

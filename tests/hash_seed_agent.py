@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from towline import Agent, Capability, ModelRequestState
-from towline.messages import Message
+from towline.messages import Message, ModelRequest
 from towline.models import FunctionModel, ModelInfo
 
 __all__ = ["WORDS", "first_word", "agent"]
@@ -35,7 +35,10 @@ class Words(Capability):
 
 
 def echo(messages: list[Message], info: ModelInfo) -> str:
-    return str(messages[0].parts[0].content)  # pyright: ignore[reportAttributeAccessIssue]
+    """Answers with the request's first part: the instructions `Words` set."""
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    return str(first.parts[0].content)
 
 
 agent = Agent(name="guard-hash-seed", model=FunctionModel(echo, model_name="guard-hash-seed"),

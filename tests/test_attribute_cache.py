@@ -13,18 +13,21 @@ import asyncio
 import json
 from uuid import uuid4
 
+from cli_helpers import patch_ids
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from towline import Agent, tool
 from towline.client import run
+from towline.fingerprint import agent_version
 from towline.messages import Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, ModelInfo, TestModel
 from towline.registration import ATTRIBUTE_CACHE, AttributeCache, registered_search_attributes
 from towline.results import RunInput
 from towline.search_attributes import ALL_KEYS
 from towline.testing import history_events, run_to_end, towline_worker
+from towline.workflows.versions import ENGINES
 
 agent = Agent(name="attribute-cache", model=TestModel())
 
@@ -113,8 +116,6 @@ async def test_a_continued_execution_carries_the_answer(client: Client) -> None:
     assert len(_markers(chain[0], "core_local_activity")) == 1
     for events in chain[1:]:
         assert _markers(events, "core_local_activity") == []  # no local activity: carried
-        patches = [json.loads(p.data) for e in _markers(events, "core_patch")
-                   for p in e.marker_recorded_event_attributes.details["patch-data"].payloads]
-        # one engine marker (the cascade, `workflows.versions`) and the agent version's
-        assert [p["id"] for p in patches][:1] == ["towline-engine-2"] and len(patches) == 2
+        # one engine marker (the cascade's newest, `workflows.versions`) and the agent version's
+        assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(ticker)}"]
         assert "TowlineRunStep" in _upserted(events)  # still upserted, from the carried answer

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import assert_one_line_error, cli_env, towline
+from cli_helpers import TESTS_ON_PATH, assert_one_line_error, cli_env, towline
 from frontier_agents import (
     FIRST_THOUGHT,
     SIGNATURE,
@@ -38,14 +38,13 @@ from towline.testing import history_events, towline_worker
 
 pytestmark = pytest.mark.timeout(240)
 
-TESTS = Path(__file__).resolve().parent
 DIM = "\x1b[2m"
 REFERENCE = b"temporal.api.sdk.v1.ExternalStorageReference"
 
 
 def _env(target: str, namespace: str) -> dict[str, str]:
     """The CLI's environment, with `tests/` importable (the agents of `frontier_agents`)."""
-    return cli_env(target, namespace, {"PYTHONPATH": f"{TESTS}{os.pathsep}{REPO}"})
+    return cli_env(target, namespace, {"PYTHONPATH": TESTS_ON_PATH})
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:

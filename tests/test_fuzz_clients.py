@@ -16,15 +16,14 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from cli_helpers import task_failures
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payload
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -34,6 +33,7 @@ from temporalio.client import (
 from temporalio.common import RawValue
 from temporalio.service import RPCError
 from temporalio.worker import Worker
+from test_unreadable_payloads import reference
 
 from towline import Agent, tool
 from towline.client import run_error, with_towline
@@ -133,21 +133,9 @@ _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_to
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine on the session loop from hypothesis' thread, and wait for it."""
-
-    async def call() -> T:
-        return await make()
-
-    return asyncio.run_coroutine_threadsafe(call(), loop).result(WAIT * 3)
-
-
-async def _task_failures(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    found: list[str] = []
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            found.append(event.workflow_task_failed_event_attributes.failure.message)
-    return found
+def _on_loop(loop: asyncio.AbstractEventLoop, case: Coroutine[Any, Any, T]) -> T:
+    """Run a case on the session loop from hypothesis' thread, and wait for it."""
+    return asyncio.run_coroutine_threadsafe(case, loop).result(WAIT * 3)
 
 
 async def _ends_safely(handle: WorkflowHandle[Any, Any], case: Any) -> str:
@@ -167,10 +155,10 @@ async def _ends_safely(handle: WorkflowHandle[Any, Any], case: Any) -> str:
         except WorkflowFailureError as e:
             outcome = run_error(e).reason
         except TimeoutError:
-            failures = await _task_failures(handle)
+            failures = await task_failures(handle)
             await handle.terminate("fuzz: stuck")
             raise AssertionError(f"run stuck ({failures[:1]}) for input {case!r}") from None
-    failures = await _task_failures(handle)
+    failures = await task_failures(handle)
     assert not failures, (case, failures)
     assert outcome == "completed" or outcome in RUN_FAILURE_TYPES, (outcome, case)
     return outcome
@@ -193,11 +181,14 @@ async def test_any_start_input_ends_the_run_or_fails_it_typed(client: Client) ->
         @settings(max_examples=CASES, deadline=None, database=None,
                   suppress_health_check=_SLOW)
         @given(st.one_of(VALID_INPUT, RUN_INPUT, RAW.map(RawValue)))
+        @example({"agent": "fuzz", "prompt": "hi"})  # one of each end, whatever is generated
+        @example({"agent": "fuzz", "prompt": "hi", "limits": {"max_steps": 2**40}})
         def case(value: Any) -> None:
-            _on_loop(loop, lambda: start(value))
+            _on_loop(loop, start(value))
 
         await asyncio.to_thread(case)
-    # the generator reaches both ends: runs that complete and runs refused as typed failures
+    # both ends were reached (the explicit examples make sure of one of each): runs that
+    # complete and runs refused as typed failures
     assert seen.get("completed", 0) > 0 and seen.get("InvalidRunInput", 0) > 0, seen
     print(f"\nstart inputs: {sum(seen.values())} cases: {seen}")
 
@@ -240,7 +231,7 @@ async def test_any_update_or_signal_leaves_a_session_healthy(client: Client) -> 
                 except (WorkflowUpdateFailedError, RPCError):
                     counts["refused"] += 1
             state = await asyncio.wait_for(handle.query("state"), WAIT)
-            assert not await _task_failures(handle), (name, args)
+            assert not await task_failures(handle), (name, args)
             if state["status"] in ("running", "waiting"):
                 return
             # only a signal may end a session (`cancel` and `end` mean it, whatever their
@@ -254,8 +245,10 @@ async def test_any_update_or_signal_leaves_a_session_healthy(client: Client) -> 
                   suppress_health_check=_SLOW)
         @given(st.sampled_from(["send", "approve", "reject", "send", "end?", "cancel?"]),
                UPDATE_ARGS.map(lambda a: [a]) | st.lists(UPDATE_ARGS, max_size=2))
+        @example("send", [{"content": "abc"}])  # one of each end, whatever is generated
+        @example("send", [{"content": "abc", "extra": 1}])
         def case(name: str, args: list[Any]) -> None:
-            _on_loop(loop, lambda: send(name.rstrip("?"), args, name.endswith("?")))
+            _on_loop(loop, send(name.rstrip("?"), args, name.endswith("?")))
 
         await asyncio.to_thread(case)
         # still healthy: a good message gets its answer, then the session ends cleanly
@@ -275,7 +268,7 @@ _key = st.one_of(_hex, st.builds(lambda h: f"{h[:2]}/{h}", _hex),
                  st.sampled_from(["../../etc/passwd", "/etc/passwd", "ab/../../x", ""]),
                  st.text(max_size=20))
 REFERENCES = st.builds(
-    lambda driver, key, digest, extra: _reference(driver, {"key": key, "sha256": digest, **extra}),
+    lambda driver, key, digest, extra: reference(key, driver, digest, extra),
     st.sampled_from(["towline.file", "towline.file", "someone.s3", ""]) | st.text(max_size=8),
     _key, _hex, st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
 )
@@ -287,16 +280,6 @@ ENCRYPTED = st.builds(
 )
 """Payloads that claim to be encrypted with the worker's key (an unknown key id makes the
 run wait for its key instead, by design: see the README's encryption section)."""
-
-
-def _reference(driver: str, claim: dict[str, str]) -> Payload:
-    from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
-    from temporalio.converter import JSONProtoPayloadConverter
-
-    payload = JSONProtoPayloadConverter().to_payload(
-        ExternalStorageReference(driver_name=driver, claim_data=claim))
-    assert payload is not None
-    return payload
 
 
 async def test_forged_references_and_ciphertexts_never_wedge_a_run(
@@ -333,13 +316,13 @@ async def test_forged_references_and_ciphertexts_never_wedge_a_run(
             if as_what != "start":
                 state = await asyncio.wait_for(session.query("state"), WAIT)
                 assert state["status"] == "waiting", (as_what, payload, state)
-                assert not await _task_failures(session), (as_what, payload)
+                assert not await task_failures(session), (as_what, payload)
             seen[outcome] = seen.get(outcome, 0) + 1
 
         @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=_SLOW)
         @given(REFERENCES | ENCRYPTED, st.sampled_from(["start", "send", "cancel", "end"]))
         def each(payload: Payload, as_what: str) -> None:
-            _on_loop(loop, lambda: case(payload, as_what))
+            _on_loop(loop, case(payload, as_what))
 
         await asyncio.to_thread(each)
         # the session answered none of them, and still answers a good message
@@ -354,8 +337,3 @@ async def test_forged_references_and_ciphertexts_never_wedge_a_run(
 def test_the_failure_types_cover_the_documented_reasons() -> None:
     for reason in ("InvalidRunInput", "UnknownAgent", "Cancelled", "ModelRequestFailed"):
         assert reason in RUN_FAILURE_TYPES
-
-
-@pytest.fixture(autouse=True)
-def _quiet_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", os.devnull)

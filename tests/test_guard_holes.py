@@ -36,44 +36,26 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import towline, towline_process
+from cli_helpers import TESTS_ON_PATH, towline, towline_process
 from hash_seed_agent import WORDS
 from hash_seed_agent import agent as seed_agent
 from readme import REPO, cli_env
 from temporalio.client import Client
+from test_guard import Doing, answer
 
 from towline import Agent, Capability, ModelRequestState
 from towline.client import run, start_run, with_towline
 from towline.errors import NondeterministicHook, RunError
 from towline.hashseed import pin_hash_seed, wanted_seed
-from towline.messages import Message
-from towline.models import FunctionModel, ModelInfo
+from towline.models import FunctionModel
 from towline.testing import towline_worker
 from towline.workflows.guard import Guard, guarded_sync
 
 HERE = os.path.relpath(__file__)
-TESTS_ON_PATH = os.pathsep.join([str(REPO), str(REPO / "tests")])
-
-
-def answer(messages: list[Message], info: ModelInfo) -> str:
-    return "done"
-
-
-@dataclass(frozen=True)
-class Doing(Capability):
-    """Runs `action` in `before_model_request`."""
-
-    action: Callable[[], Any]
-    name: str = "Doing"
-
-    def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
-        self.action()
-        return state
 
 
 class Stamp(datetime.datetime):

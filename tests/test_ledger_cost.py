@@ -12,15 +12,14 @@ waits.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
+from cli_helpers import patch_ids, towline_upserts, until_state
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
@@ -73,25 +72,6 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
         yield pair
 
 
-def _patches(events: list[HistoryEvent]) -> list[str]:
-    return [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
-            for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-
-
-def _towline_upserts(events: list[HistoryEvent]) -> list[set[str]]:
-    """The towline attributes of each search-attribute upsert (the SDK's own
-    `TemporalChangeVersion` upserts, one per patch marker, are not billed and not ours)."""
-    found: list[set[str]] = []
-    for e in events:
-        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-            names = set(e.upsert_workflow_search_attributes_event_attributes.search_attributes
-                        .indexed_fields) - {"TemporalChangeVersion"}
-            if names:
-                found.append(names)
-    return found
-
-
 def _expected(agent: Agent, steps: int) -> list[Counters]:
     """One snapshot per confirmed transition of a run whose steps but the last call `tick`."""
     base = Counters(max_steps=agent.limits.max_steps, output_retries=agent.limits.output_retries,
@@ -129,7 +109,7 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
 
     # markers: the engine version's (newest id of the cascade) and the agent version's; the
     # other marker is the `towline.search_attributes` local activity's (the worker's facts)
-    assert _patches(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(TEN)}"]
+    assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(TEN)}"]
     markers = [e.marker_recorded_event_attributes.marker_name for e in events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     assert sorted(markers) == ["core_local_activity", "core_patch", "core_patch"]
@@ -140,7 +120,7 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
                   .indexed_fields)
     assert {"TowlineAgent", "TowlineAgentVersion", "TowlineStatus", "TowlineRunStep"} <= started
     assert ATTRIBUTE_STEPS == STEPS
-    assert _towline_upserts(events) == [
+    assert towline_upserts(events) == [
         {"TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"}, {"TowlineStatus"}]
 
     # the ledger is unchanged: a memo snapshot at every confirmed transition, exactly
@@ -152,12 +132,8 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
 
 
 async def _waiting(handle: WorkflowHandle[Any, Any], answers: int) -> None:
-    for _ in range(400):
-        state = await handle.query("state")
-        if state["status"] == "waiting" and state["counters"]["run_step"] == 2 * answers:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the session never waited")
+    await until_state(handle, lambda s: s["status"] == "waiting"
+                      and s["counters"]["run_step"] == 2 * answers)
 
 
 async def test_search_attributes_are_exact_at_each_status_change(worker: tuple[Client, str]) -> None:
@@ -180,9 +156,9 @@ async def test_search_attributes_are_exact_at_each_status_change(worker: tuple[C
     assert values == _exact(result.counters, "succeeded", SESSION)
     events = list((await handle.fetch_history()).events)
     # waiting (with the counters), running, waiting (with the counters), succeeded
-    assert [("TowlineStatus" in u, "TowlineRunStep" in u) for u in _towline_upserts(events)] == [
+    assert [("TowlineStatus" in u, "TowlineRunStep" in u) for u in towline_upserts(events)] == [
         (True, True), (True, False), (True, True), (True, False)]
-    assert len(_patches(events)) == 2
+    assert len(patch_ids(events)) == 2
 
 
 async def test_a_namespace_without_the_attributes_still_starts_runs(client: Client,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import patch_ids, towline_upserts
 from history_agents import HISTORY_AGENTS, RECORDINGS, flaky, lookup, tools_agent, tools_script
 from history_agents import PNG as FRONTIER_PNG
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
@@ -41,7 +42,7 @@ from towline.messages import (
 from towline.models import FunctionModel
 from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
-from towline.testing import towline_worker
+from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
 from towline.workflows.versions import ENGINES
 
@@ -55,10 +56,6 @@ def _replayer() -> Replayer:
         TowlinePlugin(agents=HISTORY_AGENTS, payload_store=f"file://{HISTORIES / 'payloads'}")])
 
 
-def _load(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(path.name.split(".")[0], path.read_text())
-
-
 def test_every_recording_has_a_committed_history() -> None:
     names = {p.name.split(".")[0] for p in FILES}
     assert names == {r.workflow_id for r in RECORDINGS}
@@ -67,7 +64,7 @@ def test_every_recording_has_a_committed_history() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 async def test_committed_history_replays(path: Path) -> None:
-    result = await _replayer().replay_workflow(_load(path), raise_on_replay_failure=False)
+    result = await _replayer().replay_workflow(load_history(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
 
 
@@ -105,7 +102,7 @@ def test_the_committed_histories_cover_what_they_claim() -> None:
 
 def _decoded_result(name: str) -> RunResult:
     """The result a committed history's run completed with, decoded as a worker decodes it."""
-    history = _load(HISTORIES / name)
+    history = load_history(HISTORIES / name)
     done = history.events[-1].workflow_execution_completed_event_attributes.result.payloads
     (result,) = TowlinePayloadConverter().from_payloads(list(done), [RunResult])
     assert isinstance(result, RunResult)
@@ -128,7 +125,7 @@ def test_the_frontier_history_holds_thinking_images_and_native_output() -> None:
         ["the snapshot"], [BinaryContent(data=FRONTIER_PNG, media_type="image/png")])
     # the model was asked for native output: the schema went with the request, no output tool
     scheduled = [e.activity_task_scheduled_event_attributes for e in
-                 _load(HISTORIES / "history-frontier.json").events
+                 load_history(HISTORIES / "history-frontier.json").events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     first = json.loads(scheduled[0].input.payloads[0].data)
     definitions = first["chain"]["definitions"]
@@ -147,7 +144,7 @@ async def test_a_run_of_another_agent_version_is_refused_unless_accepted() -> No
     changed = Agent(name="history-tools", instructions="Use the tools.",
                     tools=[lookup, flaky, extra],
                     model=FunctionModel(tools_script, model_name="history-tools-model"))
-    history = _load(HISTORIES / "history-versioned.json")
+    history = load_history(HISTORIES / "history-versioned.json")
     refused = await Replayer(workflows=[AgentRun], plugins=[TowlinePlugin([changed])]) \
         .replay_workflow(history, raise_on_replay_failure=False)
     assert "another version of agent 'history-tools'" in str(refused.replay_failure)
@@ -199,15 +196,10 @@ async def test_fresh_history_replays(client: Client) -> None:
 def test_the_engine_history_records_two_markers_by_the_cascade() -> None:
     """Recorded by issue 21's code: one engine marker (the cascade's newest id), one agent
     version marker, and the ledger's search attributes from the start request."""
-    events = _load(HISTORIES / "history-engine.json").events
-    patches = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)
-               ["id"] for e in events if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert patches == [ENGINES[0][0], f"towline-agent-version-{agent_version(tools_agent)}"]
-    upserted = [set(e.upsert_workflow_search_attributes_event_attributes.search_attributes
-                    .indexed_fields) - {"TemporalChangeVersion"} for e in events
-                if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+    events = load_history(HISTORIES / "history-engine.json").events
+    assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(tools_agent)}"]
     # status changes only: waiting (with the Int counters), then succeeded
-    assert [u for u in upserted if u] == [
+    assert towline_upserts(events) == [
         {"TowlineStatus", "TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"},
         {"TowlineStatus"}]
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import task_failures, until_state
 from temporalio.api.common.v1 import Payload
-from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
 from temporalio.client import (
     Client,
@@ -42,26 +43,22 @@ def _store(path: Path, missing_after: float = 0) -> PayloadStore:
     return PayloadStore(f"file://{path}", threshold=100, missing_after=missing_after)
 
 
-async def _task_failures(handle: WorkflowHandle[Any, Any]) -> int:
-    failures = 0
-    async for event in handle.fetch_history_events():
-        failures += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-    return failures
-
-
 async def _failed_start(handle: WorkflowHandle[Any, Any]) -> str:
     with pytest.raises(WorkflowFailureError) as failure:
         await asyncio.wait_for(handle.result(), 30)
     error = run_error(failure.value)
     assert error.reason == "InvalidRunInput", error
-    assert await _task_failures(handle) == 0  # ended at the first try, never retried
+    assert await task_failures(handle) == []  # ended at the first try, never retried
     return error.message
 
 
-def _reference(key: str, driver: str = "towline.file") -> Payload:
-    """A reference as a third party could write it into a history."""
-    ref = ExternalStorageReference(driver_name=driver, claim_data={"key": key, "sha256": "0" * 64})
-    payload = JSONProtoPayloadConverter().to_payload(ref)
+def reference(key: str, driver: str = "towline.file", sha256: str = "0" * 64,
+              extra: Mapping[str, str] | None = None) -> Payload:
+    """A payload-store reference as a third party could write it into a history (`extra`:
+    more claim fields, overriding these)."""
+    claim = {"key": key, "sha256": sha256, **(extra or {})}
+    payload = JSONProtoPayloadConverter().to_payload(
+        ExternalStorageReference(driver_name=driver, claim_data=claim))
     assert payload is not None
     return payload
 
@@ -100,7 +97,7 @@ async def test_a_reference_that_can_never_be_read_is_never_retried(
     async with towline_worker(client, [agent], payload_store=_store(tmp_path)) as (tc, queue):
         wid = f"forged-{uuid.uuid4().hex[:8]}"
         await client.start_workflow(  # a plain client: any payload
-            "AgentRun", RawValue(_reference(key, driver)), id=wid, task_queue=queue)
+            "AgentRun", RawValue(reference(key, driver)), id=wid, task_queue=queue)
         message = await _failed_start(tc.get_workflow_handle(wid))
     assert says in message, message
 
@@ -112,24 +109,21 @@ async def test_an_update_or_signal_that_cannot_be_read_leaves_the_session_going(
         session = await tc.start_workflow(
             "AgentRun", {"agent": agent.name, "prompt": "hi", "session": True},
             id=f"session-{uuid.uuid4().hex[:8]}", task_queue=queue)
-        for _ in range(100):
-            if (await session.query("state"))["status"] == "waiting":
-                break
-            await asyncio.sleep(0.1)
+        await until_state(session, "waiting")
         third_party = client.get_workflow_handle(session.id)
         missing = hashlib.sha256(b"never stored").hexdigest()
         for key in ("../escape", f"{missing[:2]}/{missing}"):
             with pytest.raises(WorkflowUpdateFailedError):
                 await asyncio.wait_for(
-                    third_party.execute_update("send", RawValue(_reference(key))), 30)
-            await third_party.signal("cancel", RawValue(_reference(key)))
+                    third_party.execute_update("send", RawValue(reference(key))), 30)
+            await third_party.signal("cancel", RawValue(reference(key)))
         # the session goes on: the cancels were dropped, a good message is answered
         answer = await asyncio.wait_for(session.execute_update("send", {"content": "again"}), 30)
         assert answer is not None
         await session.signal("end")
         result = await asyncio.wait_for(session.result(), 30)
         assert result["counters"]["run_step"] >= 2
-        assert await _task_failures(session) == 0
+        assert await task_failures(session) == []
 
 
 @pytest.mark.parametrize("outage", ["directory away", "payload away"])
@@ -153,7 +147,7 @@ async def test_a_store_out_of_reach_is_retried_until_it_is_back(
     async with towline_worker(client, [agent], task_queue=queue,
                               payload_store=_store(store, missing_after=60)):
         for _ in range(100):  # the worker tries, and fails the task: the store is away
-            if await _task_failures(handle):
+            if await task_failures(handle):
                 break
             await asyncio.sleep(0.1)
         if outage == "directory away":
@@ -163,4 +157,4 @@ async def test_a_store_out_of_reach_is_retried_until_it_is_back(
             away.rename(stored)
         result = await asyncio.wait_for(handle.result(), 60)
     assert result["output"]
-    assert await _task_failures(handle) >= 1
+    assert await task_failures(handle)

@@ -100,6 +100,17 @@ class ActionCount:
         return {**asdict(self), "total": self.total}
 
 
+_ONE_EACH: dict[EventType.ValueType, str] = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "workflow",
+    EventType.EVENT_TYPE_TIMER_STARTED: "timers",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: "signals",
+    EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signals",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "updates",
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child_workflows",
+}
+"""The events that are one Action each, and their category."""
+
+
 def _upsert_billed(event: HistoryEvent) -> bool:
     fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     return any(name != CHANGE_VERSION for name in fields)
@@ -114,23 +125,15 @@ def billable_actions(
     E = EventType
     counts = dict.fromkeys((name for name, _ in CATEGORIES), 0)
     counts["queries"], counts["heartbeats"] = queries, heartbeats
-    attempts: dict[tuple[int, int], int] = {}  # (execution start event time, scheduled id)
+    attempts: dict[tuple[int, int], int] = {}  # (execution, scheduled event id): attempts
     local_tasks: set[tuple[int, int]] = set()
     execution = 0
-    simple = {
-        E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "workflow",
-        E.EVENT_TYPE_TIMER_STARTED: "timers",
-        E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: "signals",
-        E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signals",
-        E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "updates",
-        E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child_workflows",
-    }
     for event in events:
         kind = event.event_type
         if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             execution += 1  # event ids restart in every execution: key them by execution
-        if kind in simple:
-            counts[simple[kind]] += 1
+        if kind in _ONE_EACH:
+            counts[_ONE_EACH[kind]] += 1
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attempts[execution, event.event_id] = 1
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:

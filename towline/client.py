@@ -19,7 +19,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkerDeploymentVersion, WorkflowIDReusePolicy
+from temporalio.common import TypedSearchAttributes, WorkerDeploymentVersion, WorkflowIDReusePolicy
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -139,23 +139,25 @@ async def start_run(
                    else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream)
     workflow_id = id or f"{name}-{_suffix()}"
+
+    async def start(attributes: TypedSearchAttributes | None) -> WorkflowHandle[Any, RunResult]:
+        return await client.start_workflow(
+            "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
+            id_reuse_policy=id_reuse_policy, search_attributes=attributes,
+            static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
+        )
+
     # The agent, its version, status and Int counters go in the start request, where they are
     # not billed; the run upserts only what differs. A namespace that has not registered
     # them refuses the start (nothing started): start again without, the run upserts those
     # it finds registered.
     version = agent_version(agent) if isinstance(agent, Agent) else None
-    attributes = [start_attributes(name, version), None]
-    for attempt in attributes:
-        try:
-            return await client.start_workflow(
-                "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
-                id_reuse_policy=id_reuse_policy, search_attributes=attempt,
-                static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
-            )
-        except RPCError as e:
-            if attempt is None or not _unregistered_attribute(e):
-                raise
-    raise AssertionError("unreachable: the last start raises or returns")
+    try:
+        return await start(start_attributes(name, version))
+    except RPCError as e:
+        if not _unregistered_attribute(e):
+            raise
+    return await start(None)
 
 
 def _unregistered_attribute(error: RPCError) -> bool:

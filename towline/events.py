@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from towline.messages import MEDIA_KINDS, BinaryContent, DocumentUrl, ImageUrl, ThinkingPart
+from towline.messages import ThinkingPart, media_label
 
 __all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHARS", "preview",
            "thinking_text"]
@@ -53,7 +53,7 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
     reads as one text, as `prompt_text` gives a prompt), others as they are."""
     if isinstance(value, str):
         return value if len(value) <= limit else value[: limit - 1] + "…"
-    label = _media_label(value)
+    label = media_label(value)
     if label is not None:
         return label
     if _has_media(value):  # text and media read as text; other JSON keeps its shape
@@ -62,32 +62,9 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
     return value
 
 
-def _media_label(value: Any) -> str | None:
-    """`[image/png, 5000000 bytes]` or `[image-url: https://...]` for a media part or its JSON
-    form (sized from its base64 text, which is not decoded); None for anything else."""
-    if isinstance(value, BinaryContent):
-        return f"[{value.media_type}, {len(value.data)} bytes]"
-    if isinstance(value, ImageUrl | DocumentUrl):
-        return f"[{value.kind}: {value.url[:80]}]"
-    if not isinstance(value, dict):
-        return None
-    item: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
-    kind = item.get("kind")
-    if kind not in MEDIA_KINDS:
-        return None
-    if kind != "binary":
-        return f"[{kind}: {str(item.get('url'))[:80]}]"
-    data = item.get("data")
-    if isinstance(data, str):  # base64 text
-        size = len(data) * 3 // 4 - data[-2:].count("=")
-    else:
-        size = len(data) if isinstance(data, bytes) else 0
-    return f"[{item.get('media_type')}, {size} bytes]"
-
-
 def _has_media(value: Any) -> bool:
     """Whether `value` is a list (or tuple) holding a media part."""
-    return isinstance(value, list | tuple) and any(_media_label(v) is not None for v in value)  # pyright: ignore[reportUnknownVariableType]
+    return isinstance(value, list | tuple) and any(media_label(v) is not None for v in value)  # pyright: ignore[reportUnknownVariableType]
 
 
 def thinking_text(parts: Sequence[ThinkingPart]) -> str:

@@ -14,13 +14,7 @@ from typing import Final
 
 from towline.messages import BinaryContent
 
-__all__ = ["MEDIA_TYPES", "media_type_of", "binary_content", "UnknownMediaType"]
-
-MEDIA_TYPES: Final[tuple[str, ...]] = (
-    "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "audio/wav",
-    "audio/mpeg", "audio/ogg", "text/plain",
-)
-"""Every media type `media_type_of` recognises."""
+__all__ = ["media_type_of", "binary_content", "UnknownMediaType"]
 
 _PREFIXES: Final[tuple[tuple[bytes, str], ...]] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -54,9 +48,8 @@ def _text(data: bytes) -> bool:
 
 
 def media_type_of(data: bytes) -> str | None:
-    """The media type of `data` read from its content (one of `MEDIA_TYPES`), or None.
-
-    Empty data is None: there is nothing to attach.
+    """The media type of `data` read from its content (one of the formats this module
+    names), or None. Empty data is None: there is nothing to attach.
     """
     if not data:
         return None

@@ -25,14 +25,18 @@ __all__ = [
     "as_media",
     "media_in",
     "prompt_text",
+    "media_label",
 ]
 
 
-class _Frozen(BaseModel):
+class FrozenModel(BaseModel):
+    """The base of the message types, here and in `towline.messages`: frozen, and no field
+    it does not declare."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ImageUrl(_Frozen):
+class ImageUrl(FrozenModel):
     """An image the provider fetches from a URL (or a `data:` URL)."""
 
     kind: Literal["image-url"] = "image-url"
@@ -41,7 +45,7 @@ class ImageUrl(_Frozen):
     """`image/png`, `image/jpeg`, ...; guessed from the URL's suffix when None."""
 
 
-class DocumentUrl(_Frozen):
+class DocumentUrl(FrozenModel):
     """A document (a PDF, a text file) the provider fetches from a URL."""
 
     kind: Literal["document-url"] = "document-url"
@@ -50,15 +54,14 @@ class DocumentUrl(_Frozen):
     """`application/pdf`, `text/plain`, ...; guessed from the URL's suffix when None."""
 
 
-class BinaryContent(_Frozen):
+class BinaryContent(FrozenModel):
     """Bytes of an image, a document or audio, with their media type.
 
     In JSON (a run's input, a history) the bytes are base64 text; a large one
     travels through the payload store like any other large payload.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
-                              val_json_bytes="base64")
+    model_config = ConfigDict(val_json_bytes="base64")
 
     kind: Literal["binary"] = "binary"
     data: bytes
@@ -67,8 +70,8 @@ class BinaryContent(_Frozen):
 
     @field_serializer("data", when_used="json")
     def _standard_base64(self, data: bytes) -> str:
-        # pydantic's `ser_json_bytes="base64"` writes the URL-safe alphabet; JSON readers
-        # (other clients, the codec server, `base64 -d`) expect the standard one
+        # not pydantic's `ser_json_bytes="base64"`, which writes the URL-safe alphabet: JSON
+        # readers (other clients, the codec server, `base64 -d`) expect the standard one
         return base64.b64encode(data).decode("ascii")
 
     @property
@@ -129,18 +132,37 @@ def media_in(content: Any) -> tuple[list[Any], list[ImageUrl | DocumentUrl | Bin
     return rest, media
 
 
+def media_label(value: Any) -> str | None:
+    """`[image/png, 5000000 bytes]` or `[image-url: https://...]` for a media part or its JSON
+    form (sized from its base64 text, which is not decoded): how previews, events and
+    summaries name media, never with their bytes; None for anything else."""
+    if isinstance(value, BinaryContent):
+        return f"[{value.media_type}, {len(value.data)} bytes]"
+    if isinstance(value, ImageUrl | DocumentUrl):
+        return f"[{value.kind}: {value.url[:80]}]"
+    if not isinstance(value, dict):
+        return None
+    item: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    kind = item.get("kind")
+    if kind not in MEDIA_KINDS:
+        return None
+    if kind != "binary":
+        return f"[{kind}: {str(item.get('url'))[:80]}]"
+    data = item.get("data")
+    if isinstance(data, str):  # base64 text
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+    else:
+        size = len(data) if isinstance(data, bytes) else 0
+    return f"[{item.get('media_type')}, {size} bytes]"
+
+
 def prompt_text(content: str | Sequence[Any]) -> str:
-    """A prompt's text (its media parts named by kind), for previews and summaries."""
+    """A prompt's text (its media parts named by `media_label`), for previews and summaries."""
     if isinstance(content, str):
         return content
     texts: list[str] = []
     for item in content:
-        if isinstance(item, str):
-            texts.append(item)
-        else:
-            m = as_media(item)
-            if isinstance(m, BinaryContent):
-                texts.append(f"[{m.media_type}, {len(m.data)} bytes]")
-            elif m is not None:
-                texts.append(f"[{m.kind}: {m.url[:80]}]")
+        label = item if isinstance(item, str) else media_label(item)
+        if label is not None:
+            texts.append(label)
     return "\n".join(texts)

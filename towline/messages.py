@@ -9,11 +9,9 @@ pydantic data converter and replaced, never mutated.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
@@ -30,8 +28,10 @@ from towline.media_parts import (  # the media parts: a module of their own, in 
     UserContent,
     as_media,
     media_in,
+    media_label,
     prompt_text,
 )
+from towline.media_parts import FrozenModel as _Frozen
 
 __all__ = [
     "Usage",
@@ -51,6 +51,7 @@ __all__ = [
     "as_media",
     "media_in",
     "prompt_text",
+    "media_label",
     "RequestPart",
     "ResponsePart",
     "ModelRequest",
@@ -85,11 +86,19 @@ def _drop(data: Any, defaults: dict[str, Any]) -> Any:
     return data  # pyright: ignore[reportUnknownVariableType]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Compact(_Frozen):
+    """A type whose fields at their default (`_compact_defaults`) a compacting dump leaves out."""
+
+    _compact_defaults: ClassVar[dict[str, Any]] = {}
+    """The fields left out of a `COMPACT` dump, with the value each is left out at."""
+
+    @model_serializer(mode="wrap")
+    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        return _drop(data, self._compact_defaults) if _compacting(info) else data
 
 
-class Usage(_Frozen):
+class Usage(_Compact):
     """Token usage and cost of one or more model calls; `+` adds two usages.
 
     Cost is in US dollars. A request whose price is not known adds nothing to
@@ -117,12 +126,8 @@ class Usage(_Frozen):
     unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     """Requests whose price is not known (their cost is not in `cost`)."""
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"requests": 0, "input_tokens": 0, "output_tokens": 0})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {
+        "requests": 0, "input_tokens": 0, "output_tokens": 0}
 
     @property
     def total_tokens(self) -> int:
@@ -181,7 +186,7 @@ class TextPart(_Frozen):
     content: str
 
 
-class ThinkingPart(_Frozen):
+class ThinkingPart(_Compact):
     """A reasoning model's thinking, as it came, with the provider's opaque data.
 
     `signature` is what the provider needs back to go on from this thinking:
@@ -204,13 +209,8 @@ class ThinkingPart(_Frozen):
     id: str | None = None
     """The provider's id of the thinking item (a Responses reasoning item's id)."""
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"content": "", "signature": None, "redacted": False,
-                                "provider": None, "id": None})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {
+        "content": "", "signature": None, "redacted": False, "provider": None, "id": None}
 
     def __repr__(self) -> str:
         sig = self.signature
@@ -219,7 +219,7 @@ class ThinkingPart(_Frozen):
                 f"redacted={self.redacted}, provider={self.provider!r})")
 
 
-class ToolCallPart(_Frozen):
+class ToolCallPart(_Compact):
     """A tool call the model asked for. `tool_call_id` is generated when missing."""
 
     part_kind: Literal["tool_call"] = "tool_call"
@@ -232,15 +232,10 @@ class ToolCallPart(_Frozen):
     """The argument text exactly as the model sent it, kept only when it is not a JSON
     object (`args` is then empty): such a call is answered `validation_error`, never run."""
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"kind": "function", "metadata": {}})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {"kind": "function", "metadata": {}}
 
 
-class ToolReturnPart(_Frozen):
+class ToolReturnPart(_Compact):
     """The one return record of a tool call, with its status."""
 
     part_kind: Literal["tool_return"] = "tool_return"
@@ -249,15 +244,10 @@ class ToolReturnPart(_Frozen):
     content: Any = None
     status: ToolReturnStatus = "succeeded"
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"status": "succeeded"})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {"status": "succeeded"}
 
 
-class RetryPart(_Frozen):
+class RetryPart(_Compact):
     """Asks the model to try again (bad output, or a tool's `ModelRetry`)."""
 
     part_kind: Literal["retry"] = "retry"
@@ -265,12 +255,7 @@ class RetryPart(_Frozen):
     tool_name: str | None = None
     tool_call_id: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"tool_name": None, "tool_call_id": None})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {"tool_name": None, "tool_call_id": None}
 
 
 RequestPart = Annotated[
@@ -297,7 +282,7 @@ class ModelRequest(_Frozen):
     parts: list[RequestPart] = Field(default_factory=_request_parts)
 
 
-class ModelResponse(_Frozen):
+class ModelResponse(_Compact):
     """A message the model answered."""
 
     kind: Literal["response"] = "response"
@@ -307,12 +292,7 @@ class ModelResponse(_Frozen):
     model_name: str | None = None
     finish_reason: FinishReason | None = None
 
-    @model_serializer(mode="wrap")
-    def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if _compacting(info):
-            return _drop(data, {"model_name": None, "finish_reason": None})
-        return data
+    _compact_defaults: ClassVar[dict[str, Any]] = {"model_name": None, "finish_reason": None}
 
     @property
     def text(self) -> str:

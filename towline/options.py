@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "ModelSettings", "Limits", "ThinkingEffort", "Thinking", "OutputMode",
@@ -41,7 +41,7 @@ class ModelSettings(BaseModel):
     """Nucleus sampling."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, passed through."""
-    thinking: bool | ThinkingEffort | int | None = Field(default=None, exclude_if=lambda v: v is None)
+    thinking: Thinking | None = Field(default=None, exclude_if=lambda v: v is None)
     """Thinking (reasoning): None leaves the provider's default; `True` turns it on at the
     provider's default effort, `False` off; an effort (`"minimal"`, `"low"`, `"medium"`,
     `"high"`) or an int budget of thinking tokens sets how much. Maps to Anthropic
@@ -56,11 +56,12 @@ class ModelSettings(BaseModel):
     `towline.client.events`), in batches: a bounded number of history events per model call.
     A run's input may turn it on or off (`RunInput.stream`). The response is the same either way."""
 
-
-    def model_post_init(self, context: Any, /) -> None:
-        thinking = self.thinking
+    @field_validator("thinking")
+    @classmethod
+    def _budget(cls, thinking: Thinking | None) -> Thinking | None:
         if isinstance(thinking, int) and not isinstance(thinking, bool) and thinking < 1:
-            raise ValueError("thinking: a budget of thinking tokens must be at least 1")
+            raise ValueError("a budget of thinking tokens must be at least 1")
+        return thinking
 
 
 class Limits(BaseModel):

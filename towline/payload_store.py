@@ -46,7 +46,12 @@ from temporalio.converter import (
 )
 
 from towline.errors import ConfigurationError
-from towline.unreadable_payloads import MissingPayload, TolerantDriver, TolerantStorage
+from towline.unreadable_payloads import (
+    InvalidPayloadReference,
+    MissingPayload,
+    TolerantDriver,
+    TolerantStorage,
+)
 
 __all__ = [
     "PayloadStore",
@@ -67,13 +72,6 @@ DEFAULT_MAX_PAYLOAD = 50 * 1024 * 1024
 _SCHEMES = ("file", "s3", "gs")
 _FILE_KEY = re.compile(r"([0-9a-f]{2})/([0-9a-f]{64})")
 """The only key a `file://` claim may hold: `xx/<sha256>`, as `FileStorageDriver` writes it."""
-
-
-class InvalidPayloadReference(ValueError):
-    """A stored-payload reference no store could ever resolve (a key of the wrong shape).
-
-    Retrying cannot help, unlike a payload not found (yet) or a store out of reach.
-    """
 
 
 @dataclass(frozen=True)

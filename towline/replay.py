@@ -164,6 +164,7 @@ async def replay_histories(
             failure = result.replay_failure
             replayed = journal.take(history.workflow_id)
             text = None if failure is None else f"{type(failure).__name__}: {failure}"
+            mismatch = None
             if failure is None:  # Temporal's commands agree: do the model requests?
                 mismatch = first_mismatch(
                     await recorded_requests(history.events, converter), replayed)
@@ -175,8 +176,7 @@ async def replay_histories(
                 recorded_version=_recorded_version(history.events),
                 local_version=local.get(agent) if agent else None,
                 failure=text,
-                nondeterministic=isinstance(failure, NondeterminismError) or (
-                    failure is None and text is not None),
+                nondeterministic=isinstance(failure, NondeterminismError) or mismatch is not None,
             ))
     return outcomes
 

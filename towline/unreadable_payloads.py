@@ -44,10 +44,9 @@ __all__ = [
     "UNREADABLE_ENCODING",
     "REASON_KEY",
     "MissingPayload",
+    "InvalidPayloadReference",
     "unreadable",
     "unreadable_reason",
-    "malformed",
-    "missing",
     "TolerantDriver",
     "TolerantStorage",
     "without_store",
@@ -65,6 +64,13 @@ REASON_KEY = "towline-unreadable"
 
 class MissingPayload(LookupError):
     """The store is reachable but does not hold the payload: it never will."""
+
+
+class InvalidPayloadReference(ValueError):
+    """A stored-payload reference no store could ever resolve (a key of the wrong shape).
+
+    Retrying cannot help, unlike a payload not found (yet) or a store out of reach.
+    """
 
 
 def unreadable(reason: str) -> Payload:
@@ -89,14 +95,7 @@ def _status(error: BaseException) -> Any:
     return getattr(error, "status", None) or getattr(error, "code", None)
 
 
-def malformed(error: BaseException) -> bool:
-    """Whether the reference itself is wrong (no store could ever resolve it)."""
-    from towline.payload_store import InvalidPayloadReference
-
-    return isinstance(error, InvalidPayloadReference)
-
-
-def missing(error: BaseException) -> bool:
+def _missing(error: BaseException) -> bool:
     """Whether the store answered that it does not hold the payload (or other bytes)."""
     return isinstance(error, MissingPayload) or str(_status(error)) in (
         "NoSuchKey", "NotFound", "404")
@@ -133,12 +132,12 @@ class TolerantDriver(StorageDriver):
             return await self.inner.retrieve(context, claims)
         except Exception as e:
             if len(claims) == 1:
-                if malformed(e) or (missing(e) and self._missing_for_good(claims[0])):
+                if isinstance(e, InvalidPayloadReference) or (
+                        _missing(e) and self._missing_for_good(claims[0])):
                     return [unreadable(f"stored payload unreadable: {e}")]
                 raise
         # One of several failed: read them one by one, so only that one is a placeholder.
         return [(await self.retrieve(context, [claim]))[0] for claim in claims]
-
 
     def _missing_for_good(self, claim: StorageDriverClaim) -> bool:
         key = repr(sorted(claim.claim_data.items()))

@@ -61,7 +61,6 @@ from towline.heap import paused_gc
 
 from .watchlist import (
     C_CALLS,
-    ENV,
     ENVIRON,
     HASH,
     IO,
@@ -71,6 +70,7 @@ from .watchlist import (
     TIME_ARGS,
     Hit,
     call_args,
+    environ_hit,
     is_user_code,
     is_user_file,
     owner_hit,
@@ -100,7 +100,7 @@ def _profiler(guard: Guard) -> Profile:
                 if owner.__class__ not in kinds:
                     if owner is not ENVIRON:
                         return
-                    hit = (f"{_SYSTEM}.environ.{arg.__name__}()", ENV)
+                    hit = environ_hit(arg)
                 else:
                     hit = owner_hit(owner, arg, frame)
                     if hit is None:
@@ -141,9 +141,6 @@ def _chained(guard: Guard, first: Profile) -> Profile:
 
     setattr(both, _CHAINED, first)  # read back from whatever profiler is installed
     return both
-
-
-_SYSTEM = "nt" if sys.platform == "win32" else "posix"
 
 
 class Guard:

@@ -97,9 +97,7 @@ class RunHandlers(HookApi):
 
     @send.validator
     def _validate_send(self, message: SendInput) -> None:
-        content = message.content
-        if not (content.strip() if isinstance(content, str) else any(
-                not isinstance(c, str) or c.strip() for c in content)):
+        if not prompt_text(message.content).strip():  # a media part is never empty
             raise ValueError("empty message")
         if self._ended:
             raise ValueError("the run has ended; start a new run with its messages as history")

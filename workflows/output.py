@@ -50,8 +50,8 @@ _ERRORS_SHOWN = 2000
 def output_instructions(agent: Agent) -> str | None:
     """The system text `output_mode="prompted"` adds after the agent's instructions (None in
     the other modes): the output's JSON schema and how to answer. Deterministic."""
-    schema = agent.output_schema()
-    if agent.output_mode != "prompted" or schema is None:
+    schema = agent.output_schema() if agent.output_mode == "prompted" else None
+    if schema is None:
         return None
     return PROMPTED_OUTPUT.format(schema=json.dumps(schema, separators=(",", ":")))
 
@@ -133,8 +133,8 @@ def _json_text(text: str, prompted: bool) -> str:
 def _text_value(run: Run, text: str) -> Any:
     """The output (as JSON) of a native or prompted answer; `_Invalid` says what is wrong."""
     agent = run.agent
-    adapter, schema = agent.output_adapter, agent.output_schema()
-    assert adapter is not None and schema is not None
+    adapter = agent.output_adapter
+    assert adapter is not None
     if not text.strip():
         raise _Invalid("the response was empty")
     try:
@@ -144,6 +144,8 @@ def _text_value(run: Run, text: str) -> Any:
     except RecursionError:
         raise _Invalid("the answer is nested too deeply") from None
     if agent.output_mode == "native":  # a null for an optional field means "not given"
+        schema = agent.output_schema()
+        assert schema is not None
         value = unstrict(value, schema)
     if agent.output_wrapped:
         wrapped: Any = value

@@ -36,6 +36,7 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    RequestPart,
     SystemPart,
     ToolCallPart,
     Usage,
@@ -76,10 +77,10 @@ def render_instructions(
     `output` is what the prompted output mode asks for (`output.output_instructions`): a
     system part after the agent's instructions, in the same message.
     """
-    parts = [SystemPart(content=text) for text in (instructions, output) if text]
+    parts: list[RequestPart] = [SystemPart(content=t) for t in (instructions, output) if t]
     if not parts:
         return list(messages)
-    return [ModelRequest(id="instructions", parts=list(parts)), *messages]
+    return [ModelRequest(id="instructions", parts=parts), *messages]
 
 
 def _offered(run: Run) -> list[ToolDefinition]:

@@ -57,6 +57,9 @@ __all__ = [
     "VERSION_FIRST",
 ]
 
+# The changes made before the cascade: one `workflow.patched` id each, checked by `since`
+# (each is part of ENGINE_2, so only a LEGACY run records their markers).
+
 EARLY_STATUS = "towline-early-status"
 """The search-attribute check runs first, so a run that fails on its input or agent name
 still records `TowlineStatus=failed` (and `TowlineAgent` when known)."""
@@ -71,6 +74,34 @@ TRUNCATED_OUTPUT = "towline-truncated-output"
 CANCELLED_SESSION = "towline-cancelled-session"
 """A session cancelled while it waits for the next message ends as `Cancelled`."""
 
+TOOL_ENTRY = "towline-tool-entry"
+"""A non-idempotent tool whose every attempt lost its worker before the tool function
+started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
+
+AGENT_VERSIONS = "towline-agent-versions"
+"""A run records its agent's version (`towline.fingerprint`) when it starts: in the ledger
+memo, the `TowlineAgentVersion` search attribute and a `version_patch` marker, which a
+worker replaying the run checks against its own agents."""
+
+
+def version_patch(version: str) -> str:
+    """The `workflow.patched` id that records (and, on replay, checks) an agent version."""
+    return f"towline-agent-version-{version}"
+
+
+CARRIED_FACTS = "towline-carried-facts"
+"""An execution continued as new takes the run's `WorkerFacts` (registered search attributes,
+payload limit) from its input instead of asking the worker again (no local activity)."""
+
+VERSION_FIRST = "towline-version-first"
+"""The run's agent version (`AGENT_VERSIONS` and `version_patch` markers) is decided before the
+`towline.search_attributes` local activity, not after it. A query that reaches a run during its
+first workflow task can make the SDK send the local activity's marker in that task and the
+commands that follow it in the next; a replay then calls `workflow.patched` where the history
+has no marker yet, and fails with a nondeterminism error (3 of 20 runs queried at once did)."""
+
+
+# The engine-version cascade.
 
 LEGACY = 1
 """The engine version of a run recorded before the cascade: one marker per change (`since`)."""
@@ -118,28 +149,3 @@ def since(patch_id: str) -> bool:
     if engine() > LEGACY:
         return True
     return workflow.patched(patch_id)
-
-TOOL_ENTRY = "towline-tool-entry"
-"""A non-idempotent tool whose every attempt lost its worker before the tool function
-started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
-
-AGENT_VERSIONS = "towline-agent-versions"
-"""A run records its agent's version (`towline.fingerprint`) when it starts: in the ledger
-memo, the `TowlineAgentVersion` search attribute and a `version_patch` marker, which a
-worker replaying the run checks against its own agents."""
-
-
-def version_patch(version: str) -> str:
-    """The `workflow.patched` id that records (and, on replay, checks) an agent version."""
-    return f"towline-agent-version-{version}"
-
-CARRIED_FACTS = "towline-carried-facts"
-"""An execution continued as new takes the run's `WorkerFacts` (registered search attributes,
-payload limit) from its input instead of asking the worker again (no local activity)."""
-
-VERSION_FIRST = "towline-version-first"
-"""The run's agent version (`AGENT_VERSIONS` and `version_patch` markers) is decided before the
-`towline.search_attributes` local activity, not after it. A query that reaches a run during its
-first workflow task can make the SDK send the local activity's marker in that task and the
-commands that follow it in the next; a replay then calls `workflow.patched` where the history
-has no marker yet, and fails with a nondeterminism error (3 of 20 runs queried at once did)."""

@@ -44,7 +44,7 @@ from typing import Any
 
 __all__ = [
     "Hit", "CLOCK", "ZONE", "SLEEP", "RANDOM", "ENV", "HASH", "ADDRESS", "THREAD", "IO", "C_CALLS",
-    "TIME_ARGS", "PY_CALLS", "IO_FILES", "OWNER_KINDS", "ENVIRON", "call_args", "owner_hit",
+    "TIME_ARGS", "PY_CALLS", "IO_FILES", "OWNER_KINDS", "ENVIRON", "environ_hit", "call_args", "owner_hit",
     "is_user_file", "is_user_code", "shown",
 ]
 
@@ -113,6 +113,11 @@ _SYSTEM_MODULE = sys.modules["nt" if os.name == "nt" else "posix"]
 _HARMLESS_OS = frozenset({"fspath", "fsencode", "fsdecode", "strerror"})
 ENVIRON: dict[Any, Any] = _SYSTEM_MODULE.environ
 """`posix.environ`: the plain dict `os.environ` reads from (its methods are refused)."""
+
+
+def environ_hit(method: Any) -> Hit:
+    """A refused method of `ENVIRON` (`posix.environ.get()`)."""
+    return f"{_SYSTEM_MODULE.__name__}.environ.{method.__name__}()", ENV
 
 
 def _is_environ(value: Any) -> bool:

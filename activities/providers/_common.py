@@ -19,7 +19,7 @@ import math
 import os
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -49,7 +49,6 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "unsupported_media",
     "own_thinking",
-    "cache_key",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -162,15 +161,22 @@ class ProviderModel:
             return {"provider_api_url": endpoint.base_url}
         return None
 
-    def sdk_client(self, endpoint: Endpoint, make: Callable[[Any, Endpoint], Any]) -> Any:
-        """The SDK client for `endpoint` (made once per worker, endpoint and event loop)."""
+    def sdk_client(self, endpoint: Endpoint, make: Callable[[Any, Any], Any], *key: Hashable) -> Any:
+        """The SDK client `make(sdk_module, endpoint)` makes, once per worker, SDK, endpoint
+        (its class and every field), `key` and event loop; or the pre-built `client`, its
+        retries off."""
         module = import_sdk(self.sdk, self.extra, self.name)
         if self.client is not None:
             return cached_client(("prebuilt", id(self.client)),
                                  lambda: self.client.with_options(max_retries=0))
         remember_secrets(endpoint)
-        key = (self.sdk, endpoint.base_url, endpoint.api_key)
-        return cached_client(key, lambda: make(module, endpoint))
+        return cached_client((self.sdk, endpoint, *key), lambda: make(module, endpoint))
+
+    def price(self, response: ModelResponse, endpoint: Endpoint) -> ModelResponse:
+        """`response` with its usage priced by the model it names (else this one) at the
+        prices `pricing(endpoint)` finds."""
+        ref = response.model_name or self.model
+        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
 
 
 def import_sdk(module: str, extra: str, model_name: str) -> Any:
@@ -269,13 +275,6 @@ def own_thinking(part: ThinkingPart, family: str) -> bool:
     `google`): only the family that made it can read its signature; any other model gets
     the request without it (the history keeps it)."""
     return part.provider == family
-
-
-def cache_key(*parts: str) -> str:
-    """A short stable key from `parts` (an OpenAI `prompt_cache_key` for a run)."""
-    import hashlib
-
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
 # --- prices ------------------------------------------------------------------------------

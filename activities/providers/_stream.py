@@ -35,7 +35,7 @@ from typing import Any
 from towline.activities.streaming import text_delta, thinking_delta
 from towline.models import ModelConnectionError
 
-from ._common import Endpoint, field_map, items, request_timeout
+from ._common import Endpoint, field_map, items, request_timeout, status_error
 
 __all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS",
            "BEDROCK_ERROR_STATUS"]
@@ -180,8 +180,6 @@ async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[
         if e.status_code < 400:  # an `error` event after the 200 status line
             kind = str(field_map(field_map(e.body).get("error")).get("type") or "")
             status = ANTHROPIC_ERROR_STATUS.get(kind) or BEDROCK_ERROR_STATUS.get(kind, 500)
-            from ._common import status_error
-
             raise status_error(provider, status, e.body, None, endpoint) from None
         raise anthropic_error(e, endpoint, provider) from None
     except anthropic.AnthropicError as e:

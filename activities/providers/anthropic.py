@@ -31,7 +31,6 @@ from ._common import (
     connection_error,
     field_map,
     items,
-    priced,
     request_timeout,
     status_error,
 )
@@ -79,9 +78,7 @@ class AnthropicModel(ProviderModel):
             except anthropic.AnthropicError as e:
                 raise anthropic_error(e, endpoint, self.prefix) from None
             data = result.model_dump(mode="json")
-        response = parse_response(data, info, self.model)
-        ref = response.model_name or self.model
-        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+        return self.price(parse_response(data, info, self.model), endpoint)
 
     def connect(self) -> tuple[Endpoint, Any]:
         """The endpoint and the SDK client (one per worker, endpoint and event loop)."""

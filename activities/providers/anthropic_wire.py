@@ -30,12 +30,8 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import mimetypes
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote_to_bytes, urlsplit
 
 from towline.messages import (
     BinaryContent,
@@ -51,13 +47,13 @@ from towline.messages import (
     ToolReturnPart,
     UserPart,
     as_media,
-    media_in,
 )
 from towline.models import ModelInfo
 from towline.options import Thinking
 from towline.output_schema import strict_schema
 
-from ._common import own_thinking, retry_text, return_text, unsupported_media
+from ._common import own_thinking, retry_text, unsupported_media
+from ._media import data_url_bytes, media_type, split_return
 
 __all__ = [
     "build_request",
@@ -119,36 +115,15 @@ def native_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 # --- media ---------------------------------------------------------------------------------
 
 
-def _guess(url: str) -> str | None:
-    """A URL's media type from its suffix (or a `data:` URL's own), if known."""
-    if url.startswith("data:"):
-        return url[5:].split(";", 1)[0].split(",", 1)[0].lower() or None
-    kind, _ = mimetypes.guess_type(urlsplit(url).path)
-    return kind
-
-
-def _data_url(url: str) -> tuple[str, bytes] | None:
-    """A `data:` URL's media type and bytes (None for any other URL)."""
-    if not url.startswith("data:") or "," not in url:
-        return None
-    head, payload = url[5:].split(",", 1)
-    try:
-        data = (base64.b64decode(payload, validate=True) if head.endswith(";base64")
-                else unquote_to_bytes(payload))
-    except (binascii.Error, ValueError):
-        return None
-    return head.split(";", 1)[0].lower(), data
-
-
 def media_block(part: ImageUrl | DocumentUrl | BinaryContent, where: str) -> dict[str, Any]:
     """The `image` or `document` block of a media part; raises `unsupported_media` for a
     media type the API does not take (before anything is sent)."""
     if isinstance(part, ImageUrl | DocumentUrl):
-        inline = _data_url(part.url)
+        inline = data_url_bytes(part.url)
         if inline is not None:  # the API fetches http(s) URLs only: send the bytes
             kind, data = inline
             return media_block(BinaryContent(data=data, media_type=part.media_type or kind), where)
-        kind = (part.media_type or _guess(part.url) or "").lower()
+        kind = media_type(part) or ""
         if isinstance(part, ImageUrl):
             if kind and kind.replace("image/jpg", "image/jpeg") not in IMAGE_TYPES:
                 raise unsupported_media(FAMILY, kind, where)
@@ -156,7 +131,7 @@ def media_block(part: ImageUrl | DocumentUrl | BinaryContent, where: str) -> dic
         if kind and kind != "application/pdf":  # a URL source is a PDF
             raise unsupported_media(FAMILY, kind, f"{where} (a document URL must be a PDF)")
         return {"type": "document", "source": {"type": "url", "url": part.url}}
-    kind = part.media_type.lower().replace("image/jpg", "image/jpeg")
+    kind = (media_type(part) or "").replace("image/jpg", "image/jpeg")
     if kind in IMAGE_TYPES:
         return {"type": "image", "source": {"type": "base64", "media_type": kind, "data": part.base64}}
     if kind == "application/pdf":
@@ -187,18 +162,13 @@ def _prompt_blocks(content: str | Sequence[Any]) -> list[dict[str, Any]]:
 def _tool_result(part: ToolReturnPart) -> dict[str, Any]:
     """A tool return as a `tool_result`: its text, and its images and documents as blocks."""
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
-    rest, media = media_in(part.content)
+    text, media = split_return(part)
     if not media:
-        result["content"] = return_text(part)
+        result["content"] = text
     else:
-        blocks: list[dict[str, Any]] = []
-        if rest or part.status != "succeeded":
-            value: Any = rest[0] if len(rest) == 1 else rest
-            text = return_text(part.model_copy(update={"content": value if rest else ""})).strip()
-            if text:
-                blocks.append({"type": "text", "text": text})
-        blocks += [media_block(m, "a tool return") for m in media]
-        result["content"] = blocks
+        text = text.strip()
+        result["content"] = ([{"type": "text", "text": text}] if text else []) + [
+            media_block(m, "a tool return") for m in media]
     if part.status != "succeeded":
         result["is_error"] = True
     return result

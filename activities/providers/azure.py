@@ -12,12 +12,13 @@ the deployment reports serving (its `model` field), not by the deployment's name
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from towline.errors import ConfigurationError
 
-from ._common import Endpoint, cached_client, import_sdk, remember_secrets
+from ._common import Endpoint
 from .openai_chat import OpenAIChatModel
 
 __all__ = ["AzureOpenAIModel", "DEFAULT_API_VERSION"]
@@ -64,15 +65,11 @@ class AzureOpenAIModel(OpenAIChatModel):
         """The API version: configured, else the worker's `OPENAI_API_VERSION`, else the default."""
         return self.api_version or os.environ.get("OPENAI_API_VERSION") or DEFAULT_API_VERSION
 
-    def sdk_client(self, endpoint: Endpoint, make: Any) -> Any:
-        """An `AsyncAzureOpenAI` for the endpoint and API version (once per worker and loop)."""
-        module = import_sdk(self.sdk, self.extra, self.name)
-        if self.client is not None:
-            return cached_client(("prebuilt", id(self.client)),
-                                 lambda: self.client.with_options(max_retries=0))
-        remember_secrets(endpoint)
-        version = self.version()
-        key = ("azure", endpoint.base_url, endpoint.api_key, version)
-        return cached_client(key, lambda: module.AsyncAzureOpenAI(
-            api_key=endpoint.api_key, azure_endpoint=endpoint.base_url, api_version=version,
-            max_retries=0))
+    def make_client(self, module: Any, endpoint: Endpoint) -> Any:
+        """An `AsyncAzureOpenAI` for the endpoint and the API version."""
+        return module.AsyncAzureOpenAI(api_key=endpoint.api_key, azure_endpoint=endpoint.base_url,
+                                       api_version=self.version(), max_retries=0)
+
+    def sdk_client(self, endpoint: Endpoint, make: Callable[[Any, Any], Any], *key: Hashable) -> Any:
+        """The client for the endpoint, one per API version too (and per worker and loop)."""
+        return super().sdk_client(endpoint, make, "azure", self.version(), *key)

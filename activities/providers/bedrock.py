@@ -27,7 +27,7 @@ from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse
 from towline.models import ModelInfo
 
-from ._common import Endpoint, cached_client, import_sdk, remember_secrets
+from ._common import Endpoint, import_sdk
 from .anthropic import AnthropicModel
 
 __all__ = ["BedrockModel", "BedrockEndpoint"]
@@ -99,16 +99,9 @@ class BedrockModel(AnthropicModel):
 
     def connect(self) -> tuple[Endpoint, Any]:
         """The endpoint and its `AsyncAnthropicBedrock` (one per worker, endpoint and loop)."""
-        module = import_sdk(self.sdk, self.extra, self.name)
         import_sdk("botocore", self.extra, self.name)  # the SDK signs requests with it
         endpoint = self.endpoint()
-        if self.client is not None:
-            return endpoint, cached_client(("prebuilt", id(self.client)),
-                                           lambda: self.client.with_options(max_retries=0))
-        remember_secrets(endpoint)
-        key = ("bedrock", endpoint.base_url, endpoint.api_key, endpoint.region, endpoint.access_key,
-               endpoint.secret_key, endpoint.session_token, endpoint.profile)
-        return endpoint, cached_client(key, lambda: self._make(module, endpoint))
+        return endpoint, self.sdk_client(endpoint, self._make)
 
     def _make(self, module: Any, endpoint: BedrockEndpoint) -> Any:
         try:

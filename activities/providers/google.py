@@ -43,7 +43,6 @@ from ._common import (
     field_map,
     import_sdk,
     items,
-    priced,
     remember_secrets,
     request_timeout,
     status_error,
@@ -142,9 +141,7 @@ class GoogleModel(ProviderModel):
             raise
         except _sdk_errors() as e:
             raise google_error(e, endpoint, self.name) from None
-        response = parse_response(data, info, self.model)
-        ref = response.model_name or self.model
-        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+        return self.price(parse_response(data, info, self.model), endpoint)
 
     def _client(self, endpoint: GoogleEndpoint) -> Any:
         """The SDK client for `endpoint` (one per worker, endpoint and event loop)."""

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import mimetypes
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from towline.messages import (
     BinaryContent,
-    DocumentUrl,
-    ImageUrl,
     Message,
     ModelRequest,
     ModelResponse,
@@ -57,6 +54,7 @@ from towline.options import Thinking
 from towline.output_schema import strict_schema
 
 from ._common import field_map, items, own_thinking, retry_text, return_text, unsupported_media
+from ._media import Media, data_url_bytes, media_type
 
 __all__ = ["GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "gemini_contents", "gemini_config",
            "thinking_config", "parse_response", "merge_chunks", "signature_text",
@@ -85,8 +83,6 @@ _FILTERED = frozenset({
 })
 _MAJOR = re.compile(r"gemini-(\d+)")
 
-Media = ImageUrl | DocumentUrl | BinaryContent
-
 
 # --- signatures ----------------------------------------------------------------------------
 
@@ -109,28 +105,16 @@ def signature_bytes(text: str) -> bytes:
 # --- towline -> Gemini ---------------------------------------------------------------------
 
 
-def _media_type(part: Media) -> str | None:
-    if part.media_type:
-        return part.media_type.split(";")[0].strip().lower()
-    if isinstance(part, BinaryContent):
-        return None
-    if part.url.startswith("data:"):
-        return part.url[5:].split(",", 1)[0].split(";")[0].strip().lower() or None
-    guessed, _ = mimetypes.guess_type(part.url.split("?", 1)[0])
-    return guessed
-
-
 def media_part(part: Media, where: str) -> dict[str, Any]:
     """A media part as Gemini's `inline_data` (bytes, a `data:` URL) or `file_data` (a URL)."""
-    kind = _media_type(part)
+    kind = media_type(part)
     if kind is None or kind not in GEMINI_MEDIA_TYPES:
         raise unsupported_media("google", kind, where)
     if isinstance(part, BinaryContent):
         return {"inline_data": {"data": part.data, "mime_type": kind}}
-    if part.url.startswith("data:"):
-        head, _, data = part.url.partition(",")
-        raw = base64.b64decode(data) if head.endswith(";base64") else data.encode()
-        return {"inline_data": {"data": raw, "mime_type": kind}}
+    inline = data_url_bytes(part.url)
+    if inline is not None:
+        return {"inline_data": {"data": inline[1], "mime_type": kind}}
     return {"file_data": {"file_uri": part.url, "mime_type": kind}}
 
 

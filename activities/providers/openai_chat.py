@@ -34,9 +34,7 @@ from towline.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
-    Usage,
     UserPart,
-    media_in,
 )
 from towline.models import ModelInfo
 from towline.options import Thinking
@@ -49,18 +47,17 @@ from ._common import (
     field_map,
     items,
     parse_args,
-    priced,
     request_timeout,
     retry_text,
-    return_text,
     status_error,
 )
+from ._media import split_return
 from ._stream import stream_chat
 from .openai_media import chat_part
-from .openai_options import json_schema_format, reasoning_effort, run_cache_key
+from .openai_options import json_schema_format, openai_usage, reasoning_effort, run_cache_key
 
 __all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json",
-           "chat_messages", "chat_usage"]
+           "chat_messages"]
 
 _FINISH: dict[str, Literal["stop", "length", "tool_calls", "content_filter"]] = {
     "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
@@ -105,9 +102,7 @@ class OpenAIChatModel(ProviderModel):
                                     effort=self.effort(info.settings.thinking), cache_key=key)
         send = stream_chat if info.settings.stream else call_json  # streaming
         data = await send(client.chat.completions.create, body, extra, endpoint)
-        response = parse_response(data, info, self.model)
-        ref = response.model_name or self.model
-        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+        return self.price(parse_response(data, info, self.model), endpoint)
 
     def make_client(self, module: Any, endpoint: Endpoint) -> Any:
         """The SDK client for `endpoint` (an `AsyncOpenAI`)."""
@@ -175,11 +170,9 @@ def _user_content(content: str | list[Any]) -> str | list[dict[str, Any]]:
 def _tool_return(p: ToolReturnPart, files: list[dict[str, Any]]) -> dict[str, Any]:
     """A tool return as a `tool` message; the media it returned go to `files` (a user
     message sent after the tool messages, since a `tool` message holds text only)."""
-    rest, media = media_in(p.content)
+    text, media = split_return(p)
     if not media:
-        return {"role": "tool", "tool_call_id": p.tool_call_id, "content": return_text(p)}
-    content: Any = rest[0] if len(rest) == 1 else (rest or "")
-    text = return_text(p.model_copy(update={"content": content}))
+        return {"role": "tool", "tool_call_id": p.tool_call_id, "content": text}
     names = ", ".join(m.media_type or m.kind for m in media)
     note = f"[{len(media)} file(s) returned ({names}): they follow in the next user message]"
     if not files:
@@ -293,20 +286,6 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         finish = "content_filter"
     elif finish is None:
         finish = "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop"
-    return ModelResponse(parts=parts, usage=chat_usage(data.get("usage")),
+    return ModelResponse(parts=parts, usage=openai_usage(data.get("usage"), "prompt", "completion"),
                          model_name=str(data.get("model") or model), finish_reason=finish)
 
-
-def chat_usage(value: Any) -> Usage:
-    """A Chat Completions `usage`: cached and cache-written prompt tokens, reasoning tokens
-    (part of the completion tokens)."""
-    raw = field_map(value)
-    prompt = field_map(raw.get("prompt_tokens_details"))
-    completion = field_map(raw.get("completion_tokens_details"))
-    return Usage(
-        requests=1, input_tokens=int(raw.get("prompt_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        cache_read_tokens=int(prompt.get("cached_tokens") or 0),
-        cache_write_tokens=int(prompt.get("cache_write_tokens") or 0),
-        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
-    )

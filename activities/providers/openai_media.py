@@ -20,9 +20,9 @@ from typing import Any
 from towline.messages import BinaryContent, DocumentUrl, ImageUrl
 
 from ._common import unsupported_media
+from ._media import Media, media_type
 
-__all__ = ["IMAGE_TYPES", "RESPONSES_FILE_TYPES", "media_type", "chat_part", "responses_part",
-           "filename"]
+__all__ = ["IMAGE_TYPES", "RESPONSES_FILE_TYPES", "chat_part", "responses_part", "filename"]
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
 """The image types both APIs take."""
@@ -40,23 +40,6 @@ RESPONSES_FILE_TYPES = frozenset({
     "application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
 })
 """Document types the Responses API takes as `input_file`."""
-
-Media = ImageUrl | DocumentUrl | BinaryContent
-
-
-def media_type(part: Media) -> str | None:
-    """A part's media type: as given, else read from a `data:` URL or guessed from the URL's
-    suffix (None when neither tells)."""
-    if part.media_type:
-        return part.media_type.split(";")[0].strip().lower()
-    if isinstance(part, BinaryContent):
-        return None
-    url = part.url
-    if url.startswith("data:"):
-        head = url[5:].split(",", 1)[0]
-        return head.split(";")[0].strip().lower() or None
-    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
-    return guessed
 
 
 def filename(part: Media, kind: str | None) -> str:

@@ -1,25 +1,28 @@
 """What the OpenAI APIs (Chat Completions and Responses) share besides messages: the
-reasoning effort `ModelSettings.thinking` stands for, the run's `prompt_cache_key`, and the
-JSON-schema response format of native structured output.
+reasoning effort `ModelSettings.thinking` stands for, the run's `prompt_cache_key`, the
+JSON-schema response format of native structured output, and how usage is read.
 
 Pure functions, except `run_cache_key`, which reads the activity's workflow id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from typing import Any
 
 from temporalio import activity
 
+from towline.messages import Usage
 from towline.models import ModelInfo
 from towline.options import Thinking
 from towline.output_schema import strict_schema
 
-from ._common import cache_key
+from ._common import field_map
 
-__all__ = ["EFFORT_BUDGETS", "reasoning_effort", "thinks", "run_cache_key", "json_schema_format"]
+__all__ = ["EFFORT_BUDGETS", "reasoning_effort", "thinks", "cache_key", "run_cache_key",
+           "json_schema_format", "openai_usage"]
 
 EFFORT_BUDGETS: dict[str, int] = {"low": 1024, "medium": 8192, "high": 24576}
 """The thinking budget each effort stands for (the equivalence Google documents for the
@@ -54,6 +57,11 @@ def thinks(thinking: Thinking | None) -> bool:
     return thinking is not None and thinking is not False
 
 
+def cache_key(*parts: str) -> str:
+    """A short stable key from `parts` (a `prompt_cache_key`)."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
 def run_cache_key(info: ModelInfo) -> str:
     """The run's `prompt_cache_key`: the agent and the workflow id, hashed. Every request of
     a run shares it, so each step is routed to the cache that holds the previous step's prefix;
@@ -74,3 +82,20 @@ def json_schema_format(info: ModelInfo) -> dict[str, Any] | None:
     title = schema.get("title")
     name = _NAME.sub("_", title)[:64] if isinstance(title, str) and title else "output"
     return {"name": name, "schema": schema, "strict": True}
+
+
+def openai_usage(value: Any, prompt: str, completion: str) -> Usage:
+    """A `usage` object of either API, whose counts are `<prompt>_tokens` and
+    `<completion>_tokens` with their `_details` (Chat Completions: `prompt` / `completion`,
+    Responses: `input` / `output`): cached and cache-written input tokens, and reasoning
+    tokens (part of the output tokens)."""
+    raw = field_map(value)
+    sent = field_map(raw.get(f"{prompt}_tokens_details"))
+    made = field_map(raw.get(f"{completion}_tokens_details"))
+    return Usage(
+        requests=1, input_tokens=int(raw.get(f"{prompt}_tokens") or 0),
+        output_tokens=int(raw.get(f"{completion}_tokens") or 0),
+        cache_read_tokens=int(sent.get("cached_tokens") or 0),
+        cache_write_tokens=int(sent.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(made.get("reasoning_tokens") or 0),
+    )

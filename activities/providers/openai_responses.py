@@ -35,9 +35,7 @@ from towline.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
-    Usage,
     UserPart,
-    media_in,
 )
 from towline.models import ModelInfo
 
@@ -47,14 +45,19 @@ from ._common import (
     items,
     own_thinking,
     parse_args,
-    priced,
     retry_text,
-    return_text,
 )
+from ._media import split_return
 from ._stream import stream_responses
 from .openai_chat import call_arguments, call_json, make_openai_client
 from .openai_media import responses_part
-from .openai_options import json_schema_format, reasoning_effort, run_cache_key, thinks
+from .openai_options import (
+    json_schema_format,
+    openai_usage,
+    reasoning_effort,
+    run_cache_key,
+    thinks,
+)
 
 __all__ = ["OpenAIResponsesModel", "build_request", "parse_response", "input_items", "ITEM_ID",
            "ENCRYPTED_REASONING"]
@@ -89,9 +92,7 @@ class OpenAIResponsesModel(ProviderModel):
         body, extra = build_request(self.model, messages, info, cache_key=key)
         send = stream_responses if info.settings.stream else call_json  # streaming
         data = await send(client.responses.create, body, extra, endpoint)
-        response = parse_response(data, info, self.model)
-        ref = response.model_name or self.model
-        return response.model_copy(update={"usage": priced(response.usage, ref, self.pricing(endpoint))})
+        return self.price(parse_response(data, info, self.model), endpoint)
 
 
 # --- towline -> Responses ----------------------------------------------------------------
@@ -111,11 +112,9 @@ def _user_content(content: str | list[Any]) -> str | list[dict[str, Any]]:
 
 def _tool_output(p: ToolReturnPart) -> str | list[dict[str, Any]]:
     """A tool return's `output`: its text, or text and media parts when it returned media."""
-    rest, media = media_in(p.content)
+    text, media = split_return(p)
     if not media:
-        return return_text(p)
-    content: Any = rest[0] if len(rest) == 1 else (rest or "")
-    text = return_text(p.model_copy(update={"content": content}))
+        return text
     out = [{"type": "input_text", "text": text}] if text else []
     return out + [responses_part(m, "a tool return") for m in media]
 
@@ -264,20 +263,6 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         finish = "tool_calls"
     else:
         finish = "stop"
-    return ModelResponse(parts=parts, usage=responses_usage(data.get("usage")),
+    return ModelResponse(parts=parts, usage=openai_usage(data.get("usage"), "input", "output"),
                          model_name=str(data.get("model") or model), finish_reason=finish)
 
-
-def responses_usage(value: Any) -> Usage:
-    """A Responses `usage`: cached and cache-written input tokens, reasoning tokens (part of
-    the output tokens)."""
-    raw = field_map(value)
-    details = field_map(raw.get("input_tokens_details"))
-    output = field_map(raw.get("output_tokens_details"))
-    return Usage(
-        requests=1, input_tokens=int(raw.get("input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
-        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
-        reasoning_tokens=int(output.get("reasoning_tokens") or 0),
-    )

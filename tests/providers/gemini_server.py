@@ -35,7 +35,8 @@ from fake_server import FakeProvider, Recorded, Reply
 from sse import Event, pieces
 
 __all__ = ["answer", "text", "thought", "call", "api_error", "gemini_events", "gemini_encode",
-           "GeminiWire", "decoded", "MISSING_SIGNATURE", "CORRUPTED_SIGNATURE", "RESPONSE_COUNT"]
+           "GeminiWire", "decoded", "MISSING_SIGNATURE", "CORRUPTED_SIGNATURE", "RESPONSE_COUNT",
+           "CALL_ORDER"]
 
 MISSING_SIGNATURE = ("Function call is missing a thought_signature in functionCall parts. This is "
                      "required for tools to work correctly, and missing thought_signature may lead "

@@ -126,6 +126,27 @@ def test_the_fake_refuses_what_the_api_refuses() -> None:
     assert "media_type: Input should be 'image/jpeg'" in str(rules.violation(bmp))
     orphan = {**sent, "messages": sent["messages"][2:]}
     assert "unexpected `tool_use_id` found in `tool_result` blocks: t1" in str(rules.violation(orphan))
+    prompt, turn, results = sent["messages"]
+    refused: dict[str, dict[str, Any]] = {  # each rule, on a request otherwise accepted
+        "budget_tokens: Input should be greater than or equal to 1024": {
+            "thinking": {"type": "enabled", "budget_tokens": 500}},
+        "`max_tokens` must be greater than `thinking.budget_tokens`": {"max_tokens": 8192},
+        "`temperature` may only be set to 1 when thinking is enabled": {"temperature": 0.5},
+        "`top_p` must be greater than or equal to 0.95 or unset": {"top_p": 0.9},
+        "`top_k` must be unset when thinking is enabled": {"top_k": 5},
+        "For 'object' type, 'additionalProperties' must be explicitly set to false": {
+            "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+        "messages.0.content.0: Input tag 'tool_use' found": {"messages": [
+            {"role": "user", "content": [{"type": "tool_use", "id": "t0", "name": "add", "input": {}}]},
+            turn, results]},
+        "messages.1.content.0: Invalid `data` in `redacted_thinking` block": {"messages": [
+            prompt, {**turn, "content": [{"type": "redacted_thinking", "data": "aGk=.forged"},
+                                         *turn["content"][1:]]}, results]},
+        "`tool_use` ids were found without `tool_result` blocks immediately after: t1": {"messages": [
+            prompt, turn, {"role": "user", "content": [{"type": "text", "text": "go on"}]}]},
+    }
+    for expected, change in refused.items():
+        assert expected in str(rules.violation({**sent, **change})), expected
     # without breakpoints nothing is cached, however often the prompt is sent
     cache, plain = PromptCache(min_tokens=1), body(loop(), prompt_cache=False)
     assert [cache.usage(plain)[1:] for _ in range(2)] == [(0, 0), (0, 0)]

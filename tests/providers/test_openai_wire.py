@@ -1,15 +1,18 @@
 """The OpenAI mappings' pure parts, without a run: thinking settings to efforts, media to
 each API's parts (or the error naming a type it cannot take), Chat servers' thinking, thinking
-of another family, and the fields Ollama's endpoint is sent (a direct call to the fake)."""
+of another family, the fake server's rules refusing what the APIs refuse, and the fields
+Ollama's endpoint is sent (a direct call to the fake)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import Any
 
 import pytest
-from fake_server import FakeProvider, Reply
+from fake_server import FakeProvider, Recorded, Reply
 from openai_replies import completion
+from openai_rules import ResponsesWire, chat_rules
 
 from towline import ModelSettings
 from towline.activities.providers.ollama import OllamaModel
@@ -31,6 +34,7 @@ from towline.messages import (
 from towline.models import ModelHTTPError, ModelInfo
 
 PDF = b"%PDF-1.7\n" + b"%" * 24
+
 
 def test_thinking_settings_map_to_efforts() -> None:
     assert [reasoning_effort(t) for t in (None, False, True, "minimal", "high")] == [
@@ -76,6 +80,79 @@ def test_thinking_of_another_family_never_reaches_the_responses_api() -> None:
                                           id="rs_x"), call]),
     ]
     assert [i.get("type") for i in input_items(history)] == [None, "function_call"]
+
+
+def _refusal(wire: ResponsesWire, path: str, body: dict[str, Any]) -> str | None:
+    """The message of the first rule (as the fake applies them) that refuses `body`, or None."""
+    recorded = Recorded("POST", path, {}, body, 0.0)
+    for rule in [*wire.rules(), *chat_rules()]:
+        reply = rule(recorded)
+        if reply is not None:
+            assert reply.status == 400 and reply.body["error"]["type"] == "invalid_request_error"
+            return str(reply.body["error"]["message"])
+    return None
+
+
+def test_the_fake_refuses_what_the_chat_api_refuses() -> None:
+    wire = ResponsesWire()
+    asked = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]}
+    answered = {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    prompt = {"role": "user", "content": "1 + 1?"}
+    path = "/v1/chat/completions"
+    assert _refusal(wire, path, {"messages": [prompt, asked, answered]}) is None
+    open_object = {"type": "object", "properties": {"total": {"type": "integer"}}}
+    refused: dict[str, dict[str, Any]] = {  # each rule, on a request otherwise accepted
+        "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'":
+            {"messages": [prompt, answered]},
+        "The following tool_call_ids did not have response messages: c1":
+            {"messages": [prompt, asked, {"role": "user", "content": "and?"}]},
+        "Invalid value: 'image_url'. Supported values are: 'text'.": {"messages": [prompt, asked, {
+            **answered, "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]}]},
+        "but got unsupported MIME type 'image/bmp'": {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/bmp;base64,Qk0="}}]}]},
+        "Expected a PDF file, but got 'text/plain'": {"messages": [{"role": "user", "content": [
+            {"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,aGk="}}]}]},
+        "'additionalProperties' is required to be supplied and to be false": {
+            "messages": [prompt], "response_format": {"type": "json_schema", "json_schema": {
+                "name": "Sum", "schema": open_object, "strict": True}}},
+    }
+    for expected, body in refused.items():
+        assert expected in str(_refusal(wire, path, body)), expected
+
+
+def test_the_fake_refuses_what_the_responses_api_refuses() -> None:
+    wire = ResponsesWire()
+    reasoning, call = wire.reasoned("rs_1", ["Use add."], [("c1", "add", "{}")])
+    output = {"type": "function_call_output", "call_id": "c1", "output": "2"}
+    prompt = {"role": "user", "content": "1 + 1?"}
+    path = "/v1/responses"
+    assert _refusal(wire, path, {"input": [prompt, reasoning, call, output]}) is None
+    open_object = {"type": "object", "properties": {"total": {"type": "integer"}}}
+    refused: dict[str, list[Any] | dict[str, Any]] = {  # each rule, on a request otherwise accepted
+        "Items are not persisted when `store` is set to false":
+            [prompt, {**reasoning, "encrypted_content": None}, call, output],
+        "The encrypted content for item rs_1 could not be verified":
+            [prompt, {**reasoning, "encrypted_content": wire.seal("rs_2", ["Use add."])}, call, output],
+        "Item 'rs_1' of type 'reasoning' was provided without its required following item.":
+            [prompt, reasoning, {"role": "assistant", "content": "2"}],
+        "Item 'fc_c1' of type 'function_call' was provided without its required 'reasoning' item":
+            [prompt, call, output],
+        "No tool call found for function call output with call_id c1.": [prompt, output],
+        "No tool output found for function call c1.": [prompt, reasoning, call],
+        "but got unsupported MIME type 'image/bmp'": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/bmp;base64,Qk0="}]}],
+        "Missing required parameter: 'input[0].content[0].filename'.": [{"role": "user", "content": [
+            {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0="}]}],
+        "Expected file type to be a supported format, but got 'application/zip'": [
+            prompt, reasoning, call, {**output, "output": [
+                {"type": "input_file", "filename": "a.zip", "file_data": "data:application/zip;base64,UEs="}]}],
+        "Invalid schema for response_format 'Sum'": {"input": [prompt], "text": {"format": {
+            "type": "json_schema", "name": "Sum", "schema": open_object, "strict": True}}},
+    }
+    for expected, change in refused.items():
+        body = change if isinstance(change, dict) else {"input": change}
+        assert expected in str(_refusal(wire, path, body)), expected
 
 
 async def test_ollama_sends_only_the_fields_it_takes(provider: FakeProvider) -> None:

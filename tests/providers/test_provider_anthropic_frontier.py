@@ -304,16 +304,22 @@ BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
+def use_bedrock(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """The worker's environment: `url` as the Bedrock endpoint, SigV4 credentials for eu-west-3
+    (and no Bedrock API key, profile or session token to take their place)."""
+    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", url)
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEBEDROCKTEST1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+
+
 async def test_a_bedrock_tool_loop_signs_its_requests_and_thinks(
     client: Client, claude: tuple[FakeProvider, AnthropicRules], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, rules = claude
-    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", server.url)
-    monkeypatch.setenv("AWS_REGION", "eu-west-3")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEBEDROCKTEST1")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+    use_bedrock(monkeypatch, server.url)
     server.script(*thinking_loop(rules))
     agent = Agent(name="claude-bedrock", model=f"bedrock:{BEDROCK_MODEL}", tools=[add],
                   model_retry_policy=QUICK, settings=ModelSettings(thinking="minimal"))

@@ -21,7 +21,7 @@ from aws_eventstream import bedrock_events
 from fake_server import FakeProvider, Recorded, Reply
 from provider_helpers import QUICK, add, history_text
 from temporalio.client import Client
-from test_provider_anthropic_frontier import AWS_SECRET, BEDROCK_MODEL, thinking_loop
+from test_provider_anthropic_frontier import AWS_SECRET, BEDROCK_MODEL, thinking_loop, use_bedrock
 
 from towline import Agent, ModelSettings
 from towline.client import events, run, start_run
@@ -37,12 +37,7 @@ FIRST_THOUGHT = "The user wants 20 + 22: use the tool."
 def bedrock(provider: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> tuple[FakeProvider, AnthropicRules]:
     """The fake server as the Bedrock endpoint (SigV4 credentials of the worker's environment),
     enforcing the Messages API."""
-    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", provider.url)
-    monkeypatch.setenv("AWS_REGION", "eu-west-3")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEBEDROCKTEST1")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+    use_bedrock(monkeypatch, provider.url)
     rules = AnthropicRules()
     provider.rules.append(rules)
     return provider, rules

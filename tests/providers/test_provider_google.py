@@ -1,7 +1,8 @@
 """`google:<model>` and `google-vertex:<model>` end to end: the real `google-genai` SDK against
 a local server that speaks Gemini's wire format (JSON and SSE) and enforces its rules
 (`gemini_server.py`), through real runs on the dev server (the pure mapping functions are
-tested one by one in `test_google_wire.py`)."""
+tested one by one in `test_google_wire.py`); and each of those rules refusing a request that
+breaks it, as Gemini does."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 import genai_prices
 import pytest
-from fake_server import FakeProvider, Reply
+from fake_server import FakeProvider, Recorded, Reply
 from gemini_server import (
+    CALL_ORDER,
     CORRUPTED_SIGNATURE,
     MISSING_SIGNATURE,
+    RESPONSE_COUNT,
     GeminiWire,
     answer,
     api_error,
@@ -50,6 +53,56 @@ def gemini(provider: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> GeminiWir
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", provider.url)
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     return GeminiWire(provider, KEY).install()
+
+
+def test_the_fake_refuses_what_gemini_refuses(gemini: GeminiWire) -> None:
+    def refusal(body: dict[str, Any], path: str = "/v1beta/models/gemini-2.5-flash:generateContent",
+                key: str | None = KEY) -> tuple[int, str, str] | None:
+        recorded = Recorded("POST", path, {"x-goog-api-key": key} if key else {}, body, 0.0)
+        for rule in gemini.server.rules:  # as the fake applies them
+            reply = rule(recorded)
+            if reply is not None:
+                error = reply.body["error"]
+                assert error["code"] == reply.status
+                return reply.status, error["status"], error["message"]
+        return None
+
+    def user(*parts: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "user", "parts": list(parts)}
+
+    asked = {"role": "model", "parts": [{"functionCall": {"name": "add", "args": {}}}]}
+    answered = user({"functionResponse": {"name": "add", "response": {"output": "2"}}})
+    assert refusal({"contents": [user({"text": "1 + 1?"}), asked, answered]}) is None
+    open_schema = {"type": "object", "additionalProperties": False}
+    refused: dict[tuple[int, str, str], dict[str, Any]] = {  # each rule, on an otherwise good request
+        (400, "INVALID_ARGUMENT", "contents is not specified"): {"contents": []},
+        (400, "INVALID_ARGUMENT", "Please use a valid role: user, model."): {
+            "contents": [{"role": "assistant", "parts": [{"text": "hi"}]}]},
+        (400, "INVALID_ARGUMENT", "contents.parts must not be empty"): {"contents": [user()]},
+        (400, "INVALID_ARGUMENT", "Unsupported MIME type: application/zip"): {"contents": [
+            user({"inlineData": {"mimeType": "application/zip", "data": "UEs="}})]},
+        (400, "INVALID_ARGUMENT", CALL_ORDER): {"contents": [asked, answered]},
+        (400, "INVALID_ARGUMENT", RESPONSE_COUNT): {"contents": [
+            user({"text": "1 + 1?"}), asked, user(*answered["parts"] * 2)]},
+        (400, "INVALID_ARGUMENT", CORRUPTED_SIGNATURE): {"contents": [
+            user({"text": "1 + 1?"}), {**asked, "parts": [{**asked["parts"][0],
+                                                          "thoughtSignature": "Zm9yZ2Vk"}]}, answered]},
+        (400, "INVALID_ARGUMENT", "at 'generation_config.response_schema'"): {
+            "contents": [user({"text": "hi"})], "generationConfig": {"responseSchema": open_schema}},
+        (400, "INVALID_ARGUMENT", "at 'tools[0].function_declarations[0].parameters'"): {
+            "contents": [user({"text": "hi"})],
+            "tools": [{"functionDeclarations": [{"name": "add", "parameters": open_schema}]}]},
+    }
+    for (status, state, message), body in refused.items():
+        found = refusal(body)
+        assert found is not None and found[:2] == (status, state) and message in found[2], message
+    hello = {"contents": [user({"text": "hi"})]}
+    assert refusal(hello, key=None) == (403, "PERMISSION_DENIED", (
+        "Method doesn't allow unregistered callers (callers without established identity). Please "
+        "use API Key or other form of API consumer identity to call this API."))
+    found = refusal(hello, key=None, path="/v1beta1/projects/p/locations/l/publishers/google/"
+                                           "models/gemini-2.5-flash:generateContent")
+    assert found is not None and found[:2] == (401, "UNAUTHENTICATED")
 
 
 def shape(messages: list[Message]) -> list[dict[str, Any]]:

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from towline import Agent, Capability, ModelRequestState, ModelSettings, tool
-from towline.activities.providers._common import cache_key
 from towline.activities.providers.azure import DEFAULT_API_VERSION
+from towline.activities.providers.openai_options import cache_key
 from towline.client import events, run, start_run
 from towline.errors import RunError
 from towline.messages import (

@@ -49,7 +49,7 @@ from towline.cli.common import (
 from towline.cli.progress import Progress
 from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
 from towline.client import run_error, start_run
-from towline.http_guard import GuardedApp, HostCheck
+from towline.http_guard import LOCAL_NAMES, GuardedApp, HostCheck
 from towline.messages import MESSAGES
 from towline.results import RunResult
 
@@ -193,16 +193,20 @@ def _http_server(server: Any, host: str, port: int, hosts: HostCheck, token: str
 
 
 def _auth_token(args: Any) -> str | None:
-    token: str | None = args.auth if args.auth is not None else os.environ.get(AUTH_ENV)
-    if token is None:
-        return None
-    if not token.strip() or any(c.isspace() for c in token.strip()):
-        raise CliError("--auth takes a token without spaces (clients send 'Authorization: "
-                       "Bearer TOKEN')", EXIT_USAGE)
-    if not args.http:
+    """The bearer token of `--auth`, else of `AUTH_ENV` when serving HTTP (a stdio server
+    ignores the variable: it is its client's own process)."""
+    if args.auth is not None and not args.http:
         raise CliError("--auth is for --http (a stdio server is its client's own process)",
                        EXIT_USAGE)
-    return token.strip()
+    given: str | None = args.auth if args.auth is not None else (
+        os.environ.get(AUTH_ENV) if args.http else None)
+    if given is None:
+        return None
+    token = given.strip()
+    if not token or any(c.isspace() for c in token):
+        raise CliError("--auth takes a token without spaces (clients send 'Authorization: "
+                       "Bearer TOKEN')", EXIT_USAGE)
+    return token
 
 
 async def mcp_serve_command(args: Any) -> int:
@@ -224,7 +228,7 @@ async def mcp_serve_command(args: Any) -> int:
     server = tools.server()
     notes: list[str] = []
     port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else 0
-    if args.http and token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.http and token is None and args.host not in LOCAL_NAMES:
         notes.append(f"--host {args.host} without --auth: whoever reaches port {port} runs the "
                      "agents")
     for note in notes:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from towline.events import preview
+from towline.events import preview, thinking_text
 from towline.ledger import format_cost
 from towline.messages import Message, ModelRequest, ThinkingPart, Usage
 from towline.results import Counters
@@ -66,8 +66,9 @@ def dim(text: str, on: bool = True) -> str:
 
 
 def thinking_line(part: ThinkingPart, limit: int = 120) -> str:
-    """A thinking part in one line: its text (or `[redacted]`) and its signature abbreviated."""
-    text = "[redacted]" if part.redacted else short(part.content, limit)
+    """A thinking part in one line: its text (`thinking_text`: or `[redacted]`, `[hidden]`)
+    and its signature abbreviated."""
+    text = short(thinking_text([part]), limit)
     sig = part.signature
     if sig:
         text += f"  (signature {sig[:8]}…, {len(sig)} chars)" if len(sig) > 12 else f"  (signature {sig})"

@@ -192,8 +192,6 @@ async def _connect_or_embed(
         f"(they stop when this command ends; `towline dev` keeps one running)")
     store = target.payload_store if STORE_ENV in os.environ or args.payload_store else \
         payload_store_of(embedded_store(args.state_dir))
-    if store is not None and store.scheme == "file":
-        store.directory.mkdir(parents=True, exist_ok=True)
     client = with_towline(embedded.client, [agent], encryption=target.encryption,
                           plugins=obs.plugins, payload_store=store)
     return client, embedded.ui_url, embedded
@@ -240,10 +238,8 @@ async def run_command(args: Any) -> int:
     prompt: str | list[UserContent] = [text, *attached] if attached else text
     limits = _limits(agent, args.max_steps)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    if args.payload_store:
+    if args.payload_store:  # a file store's driver makes its directory
         target.payload_store = payload_store_of(args.payload_store)
-        if target.payload_store is not None and target.payload_store.scheme == "file":
-            target.payload_store.directory.mkdir(parents=True, exist_ok=True)
     obs = tracing(args.otel_endpoint, Observability())
     stop = stop_event()
     async with AsyncExitStack() as stack:

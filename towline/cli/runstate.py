@@ -45,24 +45,10 @@ from towline.messages import MESSAGES, Message, Usage
 from towline.results import Counters, RunResult
 
 __all__ = [
-    "COST_ATTRIBUTE",
-    "QUERY_TIMEOUT",
-    "POLLER_FRESH",
-    "attributes",
-    "status_name",
-    "PendingApproval",
-    "pending_from_state",
-    "oldest_first",
-    "TaskFailure",
-    "task_failure",
-    "query_state",
-    "describe_run",
-    "memo_counters",
-    "cost_micros",
-    "agent_name",
-    "workers_polling",
-    "RunDetails",
-    "read_run",
+    "COST_ATTRIBUTE", "QUERY_TIMEOUT", "POLLER_FRESH", "attributes", "status_name",
+    "PendingApproval", "pending_from_state", "oldest_first", "TaskFailure", "task_failure",
+    "query_state", "describe_run", "memo_counters", "cost_micros", "agent_name",
+    "workers_polling", "RunDetails", "read_run",
 ]
 
 COST_ATTRIBUTE = "TowlineCostMicros"
@@ -300,6 +286,8 @@ class RunDetails:
 
     workflow_id: str
     run_id: str
+    first_run_id: str | None
+    """The run's first execution (before any continue-as-new)."""
     execution_status: str
     """Temporal's status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
     status: str
@@ -384,6 +372,7 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
     found = attributes(desc.typed_search_attributes)
     details = RunDetails(
         workflow_id=desc.id, run_id=desc.run_id,
+        first_run_id=desc.raw_description.workflow_execution_info.first_run_id or None,
         execution_status=desc.status.name if desc.status is not None else "UNKNOWN",
         status=status_name(desc.status, found.get("TowlineStatus")),
         agent=found.get("TowlineAgent"), task_queue=desc.task_queue,

@@ -2,7 +2,8 @@
 
 What is shown is read by `towline.cli.runstate.read_run` (queries while the run is
 live, its result or failure afterwards, the ledger memo and search attributes as
-fallbacks); this module only renders it, as text or as JSON (`--json`).
+fallbacks), with the billable Actions counted from the history of every execution
+(`towline.actions`); this module renders it, as text or as JSON (`--json`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ import argparse
 import json
 from datetime import UTC, datetime
 from typing import Any
-
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
 
 from towline.actions import ActionCount, billable_actions
 from towline.cli.common import (
@@ -34,21 +32,9 @@ from towline.cli.render import (
 from towline.cli.runstate import RunDetails, read_run
 from towline.cli.watch import add_watch_options, watch_command
 from towline.ledger import format_cost
+from towline.testing import execution_histories
 
-__all__ = ["show_lines", "show_command", "register", "run_actions"]
-
-
-async def run_actions(client: Client, workflow_id: str) -> ActionCount:
-    """The billable Actions of every execution of the run so far (`towline.actions`)."""
-    handle = client.get_workflow_handle(workflow_id)
-    run_id = (await handle.describe()).raw_description.workflow_execution_info.first_run_id
-    events: list[HistoryEvent] = []
-    while run_id:  # follow continue-as-new: each execution's start is an Action
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        events.extend(history.events)
-        last = history.events[-1]
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return billable_actions(events)
+__all__ = ["show_lines", "show_command", "register"]
 
 
 def show_lines(details: RunDetails, now: datetime, url: str | None, *,
@@ -109,7 +95,9 @@ async def show_command(args: Any) -> int:
     details = await read_run(client, args.workflow_id)
     now = datetime.now(UTC)
     url = workflow_url(ui_base(target, args.ui_url), target.namespace, details.workflow_id)
-    actions = await run_actions(client, details.workflow_id)
+    # every execution's history (continue-as-new: each start is an Action), from the first
+    chain = await execution_histories(client, details.workflow_id, details.first_run_id)
+    actions = billable_actions(e for history in chain for e in history.events)
     if args.json:
         print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
     else:

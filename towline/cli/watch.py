@@ -95,10 +95,11 @@ class EventPrinter:
         self._close()
         self._write(text + "\n")
 
-    def _thinking(self, step: int, text: str) -> str:
-        """`text` as thinking lines: each prefixed with its step, dimmed on a terminal."""
+    def _thinking(self, step: int, text: str, *, opening: bool = True) -> str:
+        """`text` as thinking lines: each prefixed with its step, dimmed on a terminal
+        (`opening` off: `text` continues a line already prefixed)."""
         prefix = f"[step {step}] thinking: "
-        return dim(prefix + text.replace("\n", "\n" + prefix), self.color)
+        return dim((prefix if opening else "") + text.replace("\n", "\n" + prefix), self.color)
 
     def __call__(self, e: RunEvent) -> None:
         handler: Callable[[RunEvent], None] | None = getattr(self, f"_on_{e.type}", None)
@@ -125,14 +126,14 @@ class EventPrinter:
         if kind == "thinking" and not self.show_thinking:
             return
         delta = str(e.field("delta") or "")
-        if self.open != (step, kind):
+        opening = self.open != (step, kind)
+        if opening:
             self._close()
-            self._write(self._thinking(step, delta) if kind == "thinking" else f"[step {step}] {delta}")
             self.open = (step, kind)
-        elif kind == "thinking":
-            self._write(dim(delta.replace("\n", f"\n[step {step}] thinking: "), self.color))
+        if kind == "thinking":
+            self._write(self._thinking(step, delta, opening=opening))
         else:
-            self._write(delta)
+            self._write(f"[step {step}] {delta}" if opening else delta)
 
     def _on_thinking(self, e: RunEvent) -> None:
         self._streamed(e, "thinking")
