@@ -1,6 +1,6 @@
-"""The README's shell commands, run exactly as written.
+"""The manual's shell commands (README.md and docs/**/*.md), run exactly as written.
 
-Every command in a ```sh block of README.md is a promise to the user. Tests run them with
+Every command in a ```sh block of README.md or a docs page is a promise to the user. Tests run them with
 `readme(...)` (wait for the exit), `readme_process(...)` (long-running: `towline dev`,
 `towline worker`, ...), `readme_stdio(...)` (a stdio MCP server, for the `mcp` SDK's client
 to launch) or `readme_pty(...)` (in a terminal, to see what a person sees as it comes),
@@ -36,6 +36,7 @@ BIN = Path(sys.executable).parent
 __all__ = [
     "REPO",
     "README",
+    "manual_pages",
     "Done",
     "readme_commands",
     "readme",
@@ -72,10 +73,15 @@ def _strip_comment(line: str) -> str:
     return line.rstrip()
 
 
+def manual_pages() -> tuple[Path, ...]:
+    """The README and every page of the docs site (`docs/**/*.md`), in a stable order."""
+    return (README, *sorted((REPO / "docs").rglob("*.md")))
+
+
 @cache
 def readme_commands() -> tuple[str, ...]:
-    """Every command in the README's ```sh blocks, in order."""
-    text = README.read_text(encoding="utf-8")
+    """Every command in the ```sh blocks of the README and the docs pages, in order."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in manual_pages())
     commands: list[str] = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
         joined = re.sub(r"[ \t]*\\\n\s*", " ", block)
@@ -110,7 +116,7 @@ def cli_env(address: str | None = None, namespace: str = "default",
 
 def _check(command: str) -> None:
     assert command in readme_commands(), (
-        f"not a command the README shows (exactly): {command!r}"
+        f"not a command the README or docs/ show (exactly): {command!r}"
     )
 
 
