@@ -50,7 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     Each command family lives in its own module, which adds its subcommands with
     `register(sub)`.
     """
-    from towline.cli import codec, mcp, replay, run, runs, server, show, steer, watch
+    from towline.cli import (
+        codec,
+        evaluate,
+        fleet,
+        mcp,
+        replay,
+        run,
+        runs,
+        serve,
+        server,
+        show,
+        steer,
+        timetravel,
+        watch,
+    )
 
     parser = argparse.ArgumentParser(
         prog="towline", description="Run AI agents as durable Temporal workflows.",
@@ -58,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, watch, runs, steer, replay, codec, mcp):
+    for module in (server, run, show, watch, runs, steer, replay, codec, mcp, timetravel, evaluate,
+                   fleet, serve):
         module.register(sub)
     return parser
 
