@@ -44,7 +44,7 @@ from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINES
+from towline.workflows.versions import ENGINE_2
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -197,7 +197,7 @@ def test_the_engine_history_records_two_markers_by_the_cascade() -> None:
     """Recorded by issue 21's code: one engine marker (the cascade's newest id), one agent
     version marker, and the ledger's search attributes from the start request."""
     events = load_history(HISTORIES / "history-engine.json").events
-    assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(tools_agent)}"]
+    assert patch_ids(events) == [ENGINE_2, f"towline-agent-version-{agent_version(tools_agent)}"]
     # status changes only: waiting (with the Int counters), then succeeded
     assert towline_upserts(events) == [
         {"TowlineStatus", "TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"},
@@ -214,7 +214,7 @@ async def test_a_cascade_history_without_its_engine_marker_does_not_replay() -> 
 
     marked = [p for e in data["events"] for p in e.get("markerRecordedEventAttributes", {})
               .get("details", {}).get("patch-data", {}).get("payloads", [])
-              if patch_id(p) == ENGINES[0][0]]
+              if patch_id(p) == ENGINE_2]
     assert len(marked) == 1
     marked[0]["data"] = base64.b64encode(
         json.dumps({"id": "towline-engine-unknown", "deprecated": False}).encode()).decode()

@@ -45,6 +45,7 @@ __all__ = [
     "since",
     "LEGACY",
     "ENGINE_2",
+    "ENGINE_3",
     "ENGINES",
     "EARLY_STATUS",
     "FAILURE_ACCOUNTING",
@@ -113,7 +114,11 @@ change meaningfully: at status changes (the Int attributes with them), at most e
 `ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` of workflow time between them, at the end,
 and never a value the start request already set (see `Run.confirm`)."""
 
-ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_2, 2),)
+ENGINE_3 = "towline-engine-3"
+"""Engine 3 (issues 21-23): the changes of one release, each guarded by `at_least(3)`;
+each is listed where it is made (grep for `at_least(3)`)."""
+
+ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_3, 3), (ENGINE_2, 2))
 """The cascade, NEWEST FIRST: (patch id, engine version). Add a new version at the head."""
 
 _RESOLVED = "_towline_engine"
