@@ -21,12 +21,25 @@ from towline.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
-    "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY",
+    "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY", "CLEARED_KEY",
+    "MODEL_ACTIVITY", "SEARCH_ATTRIBUTES_ACTIVITY",
 ]
+
+MODEL_ACTIVITY = "towline.model_request"
+"""The model activity's name (`towline.activities.model_request`), which the workflow schedules."""
+
+SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
+"""The local activity a run asks which search attributes to upsert
+(`towline.activities.search_attributes`)."""
 
 ENTERED_KEY = "towline_entered"
 """Heartbeat detail key of a non-idempotent tool call: the attempt that entered the tool
 function (see `activities/heartbeat.py`); read by the workflow after a timeout."""
+
+CLEARED_KEY = "towline_cleared"
+"""Heartbeat detail key of a call without an entry mark (`Tool.entry_mark=False`): the
+attempt that is about to fail before entering the tool, recorded by that attempt itself; a
+later attempt may run only if the attempt just before it left this record."""
 
 
 def _empty(value: Any) -> bool:
@@ -96,6 +109,12 @@ class ToolActivityInput(BaseModel):
     """A copy of the run's contributed state at the time of the call."""
     ctx: ToolContext | None = Field(default=None, exclude_if=_none)
     """Earlier form: the whole context (still read)."""
+    entry_mark: bool = Field(default=True, exclude_if=bool)
+    """A non-idempotent call: whether each attempt records durably that it enters the tool
+    (`Tool.entry_mark`; set False by engine-3 runs for tools that do not ask for it)."""
+    idempotent: bool = Field(default=False, exclude_if=_empty)
+    """The tool is declared idempotent (`Tool.idempotent`): recorded so that `towline reset`
+    can tell, from the history alone, which calls may safely run again."""
 
     @classmethod
     def of(cls, args: dict[str, Any], ctx: ToolContext) -> ToolActivityInput:

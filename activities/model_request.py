@@ -36,7 +36,7 @@ from towline.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
 from .heartbeat import with_heartbeats
-from .io import ModelActivityInput
+from .io import MODEL_ACTIVITY, ModelActivityInput
 from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
 from .request_cache import RequestCache
@@ -45,7 +45,6 @@ from .telemetry import note_request_messages
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE", "with_ids"]
 
-MODEL_ACTIVITY = "towline.model_request"
 CACHE_SIZE = 20_000
 """Messages a worker keeps for requests of the earlier protocol (`message_refs`)."""
 _no_stream = contextlib.nullcontext()

@@ -28,13 +28,14 @@ from typing import Any
 
 from temporalio import activity
 
+from towline.fleet import model_queues_of
 from towline.payloads import payload_limit
 from towline.registration import ATTRIBUTE_CACHE
 from towline.results import WorkerFacts
 
-__all__ = ["SEARCH_ATTRIBUTES_ACTIVITY", "search_attributes"]
+from .io import SEARCH_ATTRIBUTES_ACTIVITY
 
-SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
+__all__ = ["SEARCH_ATTRIBUTES_ACTIVITY", "search_attributes"]
 
 
 @activity.defn(name=SEARCH_ATTRIBUTES_ACTIVITY)
@@ -43,5 +44,8 @@ async def search_attributes() -> dict[str, Any]:
     per worker) and the payload limit. (Earlier versions answered the attribute list alone.)"""
     info = activity.info()
     names = await ATTRIBUTE_CACHE.get(activity.client(), info.namespace)
-    return WorkerFacts(attributes=sorted(names),
-                       payload_limit=payload_limit(info.task_queue)).model_dump(mode="json")
+    routes = model_queues_of(info.task_queue)
+    facts = WorkerFacts(attributes=sorted(names), payload_limit=payload_limit(info.task_queue),
+                        model_queues=routes)
+    # without routes, the answer earlier workers understand (they refuse unknown fields)
+    return facts.model_dump(mode="json", exclude=None if routes else {"model_queues"})

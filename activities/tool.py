@@ -7,15 +7,21 @@ first records durably that it enters the function (`heartbeat.mark_entered`):
 an attempt lost before that point is retried, since provably nothing ran; an
 exception raised by the function, or a later attempt finding an earlier one
 entered, is reported non-retryably as an uncertain effect (status `unknown`).
-Every attempt heartbeats while it runs, so a lost worker is noticed within the
+From engine 3 a tool may go without the entry record (`entry_mark=False`); then a
+retry after a lost attempt cannot know whether the tool ran, and refuses
+(`heartbeat.unmarked_attempt_may_run`). Every attempt heartbeats while it runs, so a lost worker is noticed within the
 tool's heartbeat timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio import activity
@@ -26,10 +32,39 @@ from towline.payloads import payload_limit, payload_size
 from towline.tools import Tool, ToolResult, tool_content
 
 from .guard import require_agent_run
-from .heartbeat import UNCERTAIN, entered_before, mark_entered, with_heartbeats
+from .heartbeat import (
+    ENTERED_KEY,
+    UNCERTAIN,
+    entered_before,
+    mark_entered,
+    unmarked_attempt_may_run,
+    with_heartbeats,
+)
 from .io import ToolActivityInput, ToolActivityResult
 
 __all__ = ["make_tool_activity", "run_tool_function"]
+
+
+TOOL_THREADS = 256
+"""Most sync tool calls a worker process runs at once, each in its own thread (more wait)."""
+
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def _tool_threads() -> ThreadPoolExecutor:
+    """The sync tools' own threads, made as needed up to `TOOL_THREADS`.
+
+    Not asyncio's default executor (cores + 4 threads): there a few tools sleeping or waiting
+    on I/O held every thread, so other calls queued for seconds before their function
+    started, and so did the payload store's reads, which use that executor. The bench of
+    chaos measured it: attempts that had started but not entered their tool 150-800 ms
+    after the task arrived, lost with their worker.
+    """
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="towline-tool"))
+        return _pool[0]
 
 
 async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
@@ -41,7 +76,8 @@ async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
     if inspect.iscoroutinefunction(tool.function):
         result = await tool.function(*args, **kwargs)
     else:  # a sync tool must not block the worker's event loop
-        result = await asyncio.to_thread(tool.function, *args, **kwargs)
+        call = functools.partial(contextvars.copy_context().run, tool.function, *args, **kwargs)
+        result = await asyncio.get_running_loop().run_in_executor(_tool_threads(), call)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -61,7 +97,17 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                     "the tool is not idempotent, so it is not run again",
                     type=UNCERTAIN, non_retryable=True,
                 )
-            details = (await mark_entered(),)
+            if inp.entry_mark:
+                details = (await mark_entered(),)
+            elif unmarked_attempt_may_run():
+                details = ({ENTERED_KEY: activity.info().attempt},)
+            else:
+                raise ApplicationError(
+                    f"attempt {activity.info().attempt - 1} of this call was lost before it could "
+                    "record whether it entered the tool, which records no entry mark "
+                    "(Tool.entry_mark); the tool is not idempotent, so it is not run again",
+                    type=UNCERTAIN, non_retryable=True,
+                )
         try:
             result = await with_heartbeats(run_tool_function(tool, inp), lambda: details)
         except ModelRetry as e:

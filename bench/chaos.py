@@ -97,6 +97,10 @@ class ChaosConfig:
     (0: all at once)."""
     seed: int = 0
     """Seeds the plans, the kill times and the victims."""
+    entry_mark: bool = True
+    """The non-idempotent tools record their entry before each attempt (`Tool.entry_mark`, the
+    default): an Action per call, and a lost attempt that never entered is retried instead of
+    ending `unknown`. False measures what dropping the mark costs (false `unknown`s)."""
 
 
 @dataclass
@@ -187,7 +191,8 @@ async def run_session(cfg: ChaosConfig, out: Path, *, address: str | None = None
     elif cfg.kill_server:
         raise ValueError("kill_server needs the bench's own server (no address)")
     task_queue = f"chaos-{uuid4().hex[:12]}"
-    workers = Workers(address, namespace, task_queue, folder, store.url if store else None)
+    workers = Workers(address, namespace, task_queue, folder, store.url if store else None,
+                      entry_mark=cfg.entry_mark)
     tasks: list[asyncio.Task[None]] = []
     kills: list[Kill] = []
     lost: list[str] = []
@@ -273,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed (default: random, printed)")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the database, logs and histories (default: a new temp dir)")
+    parser.add_argument("--no-entry-mark", action="store_true",
+                        help="non-idempotent tools record no entry mark (Tool.entry_mark=False)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.workers < 1 or args.seconds <= 0 or args.drain < 0:
@@ -283,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ChaosConfig(runs=args.runs, seconds=args.seconds, kills=args.kills,
                       kill_server=args.kill_server, workers=args.workers, drain=args.drain,
                       store=not args.no_store, store_outages=args.store_outages,
-                      outage=args.outage, seed=seed)
+                      outage=args.outage, seed=seed, entry_mark=not args.no_entry_mark)
     out: Path = args.out or Path(tempfile.mkdtemp(prefix="towline-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
 

@@ -53,6 +53,7 @@ from towline.messages import (
 from towline.models import FunctionModel, ModelInfo
 
 __all__ = [
+    "ENTRY_MARK_ENV",
     "EFFECTS_ENV",
     "AGENTS",
     "IDEMPOTENT",
@@ -92,6 +93,12 @@ HEARTBEAT = timedelta(seconds=2)
 # entered the function (towline refuses the others), so many attempts are still safe.
 _RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.5,
                      maximum_interval=timedelta(seconds=2), maximum_attempts=30)
+
+
+ENTRY_MARK_ENV = "TOWLINE_CHAOS_NO_ENTRY_MARK"
+"""Set (non-empty) by `bench/chaos.py --no-entry-mark`: the non-idempotent tools record no
+entry mark (`Tool.entry_mark=False`)."""
+_MARK = not os.environ.get(ENTRY_MARK_ENV)
 
 
 def _folder() -> Path:
@@ -143,7 +150,7 @@ def tally(ctx: ToolContext, label: str) -> str:
     return f"tally:{label}"
 
 
-@tool(retry_policy=_RETRY)
+@tool(retry_policy=_RETRY, entry_mark=_MARK)
 def send(ctx: ToolContext, label: str) -> str:
     """Not idempotent and quick: send `label` (every execution sends it again)."""
     _entered(ctx, label)
@@ -151,7 +158,7 @@ def send(ctx: ToolContext, label: str) -> str:
     return f"send:{label}"
 
 
-@tool(retry_policy=_RETRY)
+@tool(retry_policy=_RETRY, entry_mark=_MARK)
 async def charge(ctx: ToolContext, label: str) -> str:
     """Not idempotent, async: charge for `label`, then wait for the payment's confirmation.
 

@@ -211,6 +211,7 @@ class _Logs:
 
 
 _ENTERED = re.compile(r"attempt (\d+) of this call entered the tool")
+_UNMARKED = re.compile(r"attempt (\d+) of this call was lost before it could record")
 
 
 def _explain(run: RunRecord, ret: ToolReturnPart, call: Call, logs: _Logs,
@@ -220,6 +221,15 @@ def _explain(run: RunRecord, ret: ToolReturnPart, call: Call, logs: _Logs,
     where = f"{run.workflow_id} {call.tool}({call.label})"
     text = str(ret.content)
     entered = _ENTERED.search(text)
+    unmarked = _UNMARKED.search(text)
+    if unmarked is not None:  # a tool without an entry mark (`--no-entry-mark`)
+        n = int(unmarked.group(1))
+        ran = any(e["workflow_id"] == run.workflow_id and e["label"] == call.label
+                  and e["attempt"] == n for e in logs.execs)
+        what = ("the function ran" if ran else
+                "the function had not started: lost before its first line, which only an "
+                "entry mark would have proved")
+        return (f"{where}: attempt {n} (no entry mark) was lost; {what}", ran, ran)
     if entered is None:
         return f"{where}: `unknown` but no attempt had entered the tool: {text}", False, False
     n = int(entered.group(1))

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos_agents import AGENTS, EFFECTS_ENV
+from chaos_agents import AGENTS, EFFECTS_ENV, ENTRY_MARK_ENV
 from chaos_report import Kill
 from chaos_store import THRESHOLD, CountingStore, append_log
 from temporalio import activity
@@ -51,12 +51,12 @@ class Workers:
     """The worker processes: start them, SIGKILL one at random, replace it."""
 
     def __init__(self, address: str, namespace: str, task_queue: str, folder: Path,
-                 store: str | None = None) -> None:
+                 store: str | None = None, entry_mark: bool = True) -> None:
         self.command = [sys.executable, str(Path(__file__).resolve()), "--address", address,
                         "--namespace", namespace, "--task-queue", task_queue]
         if store is not None:
             self.command += ["--store", store]
-        self.env = {**os.environ, EFFECTS_ENV: str(folder)}
+        self.env = {**os.environ, EFFECTS_ENV: str(folder), ENTRY_MARK_ENV: "" if entry_mark else "1"}
         self.log = folder / "workers.log"
         self.alive: list[subprocess.Popen[bytes]] = []
 

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from towline.messages import ModelResponse
 from towline.tools import Tool, ToolCall, ToolContext, ToolReturn
-
-if TYPE_CHECKING:
-    from towline.agent import Agent
 
 from .state import ModelCallRequest, ModelRequestState
 
@@ -30,13 +27,14 @@ __all__ = [
     "cap_name",
     "cap_tools",
     "cap_state_schema",
-    "cap_agents",
     "cap_activities",
     "MIDDLEWARE_HOOKS",
 ]
 
 JumpTo = Literal["model", "tools", "end"]
+"""Where an `after_model` hook may send the run next (its update's `jump_to`)."""
 NextModelCall = Callable[[ModelCallRequest], Awaitable[ModelResponse]]
+"""The rest of the chain a `wrap_model_call` wrapper calls: the next wrapper, or the model."""
 StateUpdate = Mapping[str, Any] | None
 
 
@@ -103,6 +101,8 @@ class Middleware:
 
 
 CapabilityLike = Capability | type[Capability] | Middleware
+"""What an agent's `capabilities` list holds: a capability class, a configured instance, or a
+middleware value."""
 
 MIDDLEWARE_HOOKS = ("before_model", "after_model", "wrap_model_call")
 
@@ -154,11 +154,3 @@ def cap_activities(cap: CapabilityLike) -> tuple[Callable[..., Any], ...]:
     """Activities the capability's hooks call, for workers to register."""
     activities: Any = getattr(cap, "activities", ())
     return tuple(activities)
-
-
-def cap_agents(cap: CapabilityLike) -> tuple[Agent, ...]:
-    """Agents the capability runs (sub-agents), so workers register them too."""
-    agents: Any = getattr(cap, "agents", ())
-    if callable(agents):
-        agents = agents()
-    return tuple(agents)

@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from towline.errors import ConfigurationError, ToolError
+from towline.fleet import current_dispatch
 from towline.messages import Usage
 from towline.results import PartialRun, RunInput, RunResult
 from towline.tools import Tool, ToolContext, ToolResult
@@ -96,14 +97,17 @@ async def _delegate(ctx: ToolContext, prompt: str) -> ToolResult:
     # the parent's authority, plus the child's own delegation tools (they run nothing
     # themselves; what the grandchild runs is held to this same authority)
     authority = sorted(run.authority() | set(_delegations(child_agent)))
+    priority = current_dispatch().priority  # fleet: the child runs with the parent's priority
     try:
         result = await workflow.execute_child_workflow(
             "AgentRun",
-            RunInput(agent=child, prompt=prompt, allowed_tools=authority),
+            RunInput(agent=child, prompt=prompt, allowed_tools=authority,
+                     priority=priority.priority_key, tenant=priority.fairness_key),
             id=f"{ctx.run_id}/{ctx.tool_call_id}",
             task_queue=workflow.info().task_queue,
             result_type=RunResult,
             static_summary=f"{child}: {prompt[:80]}",
+            priority=priority,
         )
     except ChildWorkflowError as e:
         cause = e.cause

@@ -211,6 +211,14 @@ def single_attempt(ctx: ToolContext, label: str) -> str:
     return f"single {label} done"
 
 
+@tool(entry_mark=False)
+def unmarked_effect(ctx: ToolContext, label: str) -> str:
+    """A non-idempotent tool without an entry mark."""
+    _count_execution(ctx)
+    _apply_effect(ctx, label)
+    return f"unmarked {label} done"
+
+
 def one_call_script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
     """Call the tool the prompt names with the label the prompt gives (`tool:label`)."""
     done = _returns(messages)
@@ -225,7 +233,7 @@ def one_call_script(messages: list[Message], info: ModelInfo) -> ModelResponse |
 heartbeat_agent = Agent(
     name="durable-heartbeat",
     model=FunctionModel(one_call_script, model_name="durable-heartbeat-model"),
-    tools=[sleepy_effect, once_effect, single_attempt],
+    tools=[sleepy_effect, once_effect, single_attempt, unmarked_effect],
     tool_heartbeat_timeout=timedelta(seconds=2),
 )
 """One tool call named by the prompt (`sleepy_effect:x`, `once_effect:hang`, ...); a lost

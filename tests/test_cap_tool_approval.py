@@ -193,3 +193,37 @@ async def test_calls_of_one_response_wait_for_approval_side_by_side(client: Clie
 async def _both_pending(handle: WorkflowHandle[Any, RunResult]) -> list[str]:
     found = await pending(handle)
     return list(found) if len(found) == 2 else []
+
+
+async def test_a_later_call_reusing_an_approved_id_asks_again(client: Client) -> None:
+    """An approval is for one call: a model that numbers its calls afresh every step (as some
+    offline and OpenAI-compatible servers do) gets no free pass for the second `t1`."""
+    steps: list[int] = []
+
+    def reuse(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        steps.append(len(steps))
+        if len(steps) <= 2:  # two steps, each transferring with call id "t1"
+            return ModelResponse(parts=[
+                ToolCallPart(tool_name="transfer", args={"amount": len(steps)}, tool_call_id="t1")])
+        return "done"
+
+    agent = Agent(name="approval-reused-id", model=FunctionModel(reuse, model_name="reuse"),
+                  tools=[transfer], capabilities=[ToolApproval(tools=["transfer"])])
+    executed.clear()
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "pay twice", task_queue=queue)
+        await eventually(lambda: pending(handle), "the first approval")
+        await handle.execute_update("approve", ApprovalDecision(call_id="t1"))
+        second = await eventually(
+            lambda: _step_waiting(handle, 2), "the second call waiting for its own approval")
+        assert second["args"] == {"amount": 2} and executed == [1]
+        await handle.execute_update("reject", ApprovalDecision(call_id="t1", reason="once is enough"))
+        result = await handle.result()
+
+    assert executed == [1]  # the second transfer never ran
+    assert result.output == "done"
+
+
+async def _step_waiting(handle: WorkflowHandle[Any, RunResult], step: int) -> dict[str, Any] | None:
+    waiting = (await pending(handle)).get("t1")
+    return waiting if waiting and waiting["run_step"] == step else None

@@ -83,9 +83,9 @@ def test_images_are_the_dev_servers_versions_and_documented(
     assert {name: services[name]["image"] for name in expected} == expected
     assert re.fullmatch(r"postgres:\d+\.\d+", services["postgresql"]["image"])
     assert not any("auto-setup" in str(s.get("image")) for s in services.values())
-    readme = (REPO_ROOT / "README.md").read_text()
+    page = (REPO_ROOT / "docs" / "production.md").read_text()
     for image in {*expected.values(), services["postgresql"]["image"]}:
-        assert f"`{image}`" in readme, f"README does not document {image}"
+        assert f"`{image}`" in page, f"docs/production.md does not document {image}"
 
 
 def test_temporal_uses_the_postgres_service_after_its_schema(

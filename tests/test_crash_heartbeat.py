@@ -12,18 +12,28 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
 import pytest_asyncio
-from durable_agents import WorkerProcess, effects, executions, heartbeat_agent, wait_for_file
+from durable_agents import (
+    EFFECTS_ENV,
+    WorkerProcess,
+    effects,
+    executions,
+    heartbeat_agent,
+    wait_for_file,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import RetryPolicy
+from temporalio.service import WorkflowService
 
 from scripts import returns
 from towline.client import run_error, start_run
 from towline.plugin import TowlinePlugin
+from towline.testing import towline_worker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -146,3 +156,46 @@ async def test_single_attempt_tool_lost_before_it_started_is_not_executed(
     assert ret.status == "not_executed"
     assert "lost its worker before the tool started" in str(ret.content)
     assert executions(tmp_path) == {}
+
+
+async def test_unmarked_tool_costs_no_heartbeat_and_a_lost_first_attempt_is_unknown(
+    tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`entry_mark=False`: a call records no heartbeat at all, and the price is that
+    an attempt lost before the tool started cannot be told from one lost inside it."""
+    sent: list[object] = []
+    rpc = WorkflowService.record_activity_task_heartbeat
+
+    async def counted(self: WorkflowService, *args: Any, **kwargs: Any) -> Any:
+        sent.append(args)
+        return await rpc(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkflowService, "record_activity_task_heartbeat", counted)
+    monkeypatch.setenv(EFFECTS_ENV, str(tmp_path))
+    queue = f"hb-{uuid4().hex[:8]}"
+    async with towline_worker(tclient, [heartbeat_agent], task_queue=queue):
+        for prompt in ("unmarked_effect:ok", "once_effect:ok"):
+            done = await start_run(tclient, heartbeat_agent, prompt, task_queue=queue)
+            assert [r.status for r in returns((await done.result()).messages)] == ["succeeded"]
+            # the unmarked call sends no heartbeat; the marked one sends its entry mark
+            assert len(sent) == (0 if prompt.startswith("unmarked") else 1)
+
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, tmp_path,
+                   die_before="towline.tool.unmarked_effect")
+    handle = await start_run(tclient, heartbeat_agent, "unmarked_effect:x", task_queue=queue)
+    assert await asyncio.to_thread(first.wait) != 0  # it died as the attempt began
+    _spawn(workers, target, namespace, queue, tmp_path)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await asyncio.wait_for(handle.result(), 60)
+    error = run_error(failure.value)
+    assert error.reason == "UncertainToolEffect"
+    assert error.partial is not None
+    [ret] = returns(error.partial.messages)
+    assert ret.status == "unknown"
+    assert "records no entry mark" in str(ret.content)
+    assert await _attempts(handle, "towline.tool.unmarked_effect") == [2]
+    # the tool never ran: this `unknown` is false, the price of no entry mark (bench/chaos.py
+    # measures how often it happens under a storm of kills)
+    assert not [k for k in executions(tmp_path) if k.startswith(handle.id)]

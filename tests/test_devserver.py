@@ -27,7 +27,7 @@ from towline.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
 
 TOWLINE_KEYS = frozenset(
     {"TowlineAgent", "TowlineRunStep", "TowlineToolCalls", "TowlineStatus", "TowlineTotalTokens",
-     "TowlineAgentVersion"}
+     "TowlineAgentVersion", "TowlineForkedFrom"}
 )
 """The keys the dev server (SQL visibility: three Int slots) holds; TowlineCostMicros does not fit."""
 

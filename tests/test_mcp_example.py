@@ -32,9 +32,9 @@ async def test_the_notes_agent_saves_and_reads_through_its_mcp_server(target: st
     assert saved.code == 0, saved
     assert saved.out == "Saved. The server says: wrote 8 characters to todo.txt.\n"
     shown = re.search(r"```\n(\[step 1\] model calls files_write_file.*?)```",
-                      (REPO / "README.md").read_text(), re.DOTALL)
+                      (REPO / "docs" / "mcp.md").read_text(), re.DOTALL)
     assert shown is not None
-    for line in shown.group(1).strip().splitlines():  # the README's progress, as printed
+    for line in shown.group(1).strip().splitlines():  # the docs' progress, as printed
         assert line in saved.err.splitlines()
     assert (notes / "todo.txt").read_text() == "buy milk"
 

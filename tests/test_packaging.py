@@ -23,6 +23,6 @@ def test_wheel_contains_the_towline_namespace_only(tmp_path: Path) -> None:
     for module in ("workflows/agent_run.py", "activities/tool.py", "capabilities/base.py",
                    "capabilities/tool_approval.py", "proto/towline/v1/ledger_pb2.py",
                    "proto/towline/v1/ledger.proto", "py.typed", "cli/__init__.py", "cli/runs.py",
-                   "cli/mcp.py", "activities/providers/openai_chat.py"):
+                   "cli/mcp.py", "activities/providers/openai_chat.py", "serve/page.html"):
         assert f"towline/{module}" in names, module
     assert not any(n.startswith(("tests/", "examples/", "bench/", "scripts/")) for n in names)

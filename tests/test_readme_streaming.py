@@ -16,7 +16,6 @@ import signal
 from pathlib import Path
 
 from readme import (
-    README,
     REPO,
     cli_env,
     read_until,
@@ -132,7 +131,7 @@ async def test_watch_json_from_an_offset_and_show_follow(tmp_path: Path) -> None
 
 
 def test_the_readme_shows_the_web_backend_as_it_is() -> None:
-    readme_text = README.read_text()
+    readme_text = (REPO / "docs" / "watching.md").read_text()
     source = (REPO / "examples" / "sse.py").read_text()
     shown = source[source.index("import json"):]
     assert f"```python\n{shown}```" in readme_text

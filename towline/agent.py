@@ -23,14 +23,13 @@ from temporalio.common import RetryPolicy
 from towline.capabilities.base import (
     CapabilityLike,
     Middleware,
-    cap_agents,
     cap_name,
     cap_state_schema,
     cap_tools,
 )
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
-from towline.models import Model
+from towline.model_types import Model
 from towline.options import Limits, ModelSettings, OutputMode
 from towline.tools import Tool, ToolDefinition
 
@@ -205,11 +204,21 @@ class Agent:
         """This agent and every sub-agent its capabilities run, depth first."""
         found: list[Agent] = [self]
         for cap in self.capabilities:
-            for sub in cap_agents(cap):
+            for sub in _sub_agents(cap):
                 for a in sub.all_agents():
                     if all(a is not f for f in found):
                         found.append(a)
         return found
+
+
+def _sub_agents(cap: CapabilityLike) -> tuple[Agent, ...]:
+    """Agents the capability runs (sub-agents: its `agents`, a sequence or a method returning
+    one), so workers register them too. Here rather than beside `Capability`, which then
+    needs no `Agent`: the capability and agent modules would otherwise import each other."""
+    agents: Any = getattr(cap, "agents", ())
+    if callable(agents):
+        agents = agents()
+    return tuple(agents)
 
 
 def _reducer_pair(spec: Any) -> bool:

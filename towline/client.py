@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     Plugin,
+    ScheduleHandle,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -29,6 +30,7 @@ from towline.codec import EncryptionCodec
 from towline.errors import RunError
 from towline.events import EVENTS_TOPIC, RunEvent
 from towline.fingerprint import agent_version
+from towline.fleet import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
@@ -38,7 +40,7 @@ from towline.results import PartialRun, RunInput, RunResult
 from towline.search_attributes import start_attributes
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
-           "typed_output", "events", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+           "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_TASK_QUEUE = "towline"
@@ -89,13 +91,15 @@ def with_towline(
     deployment: WorkerDeploymentVersion | None = None,
     accept_versions: Sequence[str] = (),
     payload_store: PayloadStore | str | None = None,
+    model_queues: ModelRoutes | None = None,
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
     A `TowlinePlugin` the client already carries is replaced, not joined: two would
     register every activity twice and the worker would refuse to start. Its
     encryption and payload store are kept unless others are given; `plugins` are added
-    before it. `deployment` and `accept_versions` are `TowlinePlugin`'s, for workers built from it.
+    before it. `deployment`, `accept_versions` and `model_queues` are `TowlinePlugin`'s, for
+    workers built from it (model queues are kept too unless others are given).
     """
     config = client.config()
     existing = list(config.get("plugins", []))
@@ -103,11 +107,13 @@ def with_towline(
         if isinstance(p, TowlinePlugin):
             encryption = encryption if encryption is not None else p.encryption
             payload_store = payload_store if payload_store is not None else p.payload_store
+            model_queues = model_queues if model_queues is not None else p.model_queues
     others = [p for p in existing if not isinstance(p, TowlinePlugin)]
     config["plugins"] = [*others, *plugins,
                          TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models,
                                        encryption=encryption, deployment=deployment,
-                                       accept_versions=accept_versions, payload_store=payload_store)]
+                                       accept_versions=accept_versions, payload_store=payload_store,
+                                       model_queues=model_queues)]
     return Client(**config)
 
 
@@ -125,6 +131,8 @@ async def start_run(
     id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     model: str | None = None,
     stream: bool | None = None,
+    priority: int | None = None,
+    tenant: str | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
@@ -133,11 +141,14 @@ async def start_run(
     `model` runs the agent on another model (one the worker allows, see
     `TowlinePlugin(allowed_models=...)`). `stream` streams the model's text to the run's
     live events (`events`) or not, whatever the agent's `ModelSettings.stream` says.
+    `priority` (1 first ... 5 last) and `tenant` are Temporal's priority and fairness keys,
+    for the run and everything it schedules (`towline.fleet`).
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
                    else list(prompt), message_history=message_history, limits=limits,
-                   context=context, session=session, model=model, stream=stream)
+                   context=context, session=session, model=model, stream=stream,
+                   priority=priority, tenant=tenant)
     workflow_id = id or f"{name}-{_suffix()}"
 
     async def start(attributes: TypedSearchAttributes | None) -> WorkflowHandle[Any, RunResult]:
@@ -145,6 +156,7 @@ async def start_run(
             "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
             id_reuse_policy=id_reuse_policy, search_attributes=attributes,
             static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
+            priority=run_priority(priority, tenant),
         )
 
     # The agent, its version, status and Int counters go in the start request, where they are
@@ -158,6 +170,40 @@ async def start_run(
         if not _unregistered_attribute(e):
             raise
     return await start(None)
+
+
+async def fork(
+    client: Client,
+    run_id: str,
+    *,
+    at_step: int,
+    prompt: str | None = None,
+    model: str | None = None,
+    id: str | None = None,
+    task_queue: str | None = None,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start a new run from run `run_id`'s conversation before step `at_step`; its handle.
+
+    See `towline.timetravel.fork` (`towline fork`): the state as it was then, counters from
+    zero, lineage in memo `towline.forked_from`; `prompt` is a new user message after it.
+    """
+    from towline.timetravel import fork as fork_run
+
+    return await fork_run(client, run_id, at_step=at_step, prompt=prompt, model=model, id=id,
+                          task_queue=task_queue)
+
+
+async def create_schedule(
+    client: Client, name: str, agent: str | Agent, prompt: str, **options: Any
+) -> ScheduleHandle:
+    """Run `agent` on `prompt` on a Temporal Schedule named `name`; its `ScheduleHandle`.
+
+    See `towline.schedules.create_schedule` (`towline schedule create`) for the options
+    (`cron=` or `every=`, `overlap=`, `task_queue=`, `max_steps=`, ...).
+    """
+    from towline.schedules import create_schedule as create
+
+    return await create(client, name, agent, prompt, **options)
 
 
 def _unregistered_attribute(error: RPCError) -> bool:

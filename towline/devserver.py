@@ -45,6 +45,8 @@ __all__ = [
     "StateLock",
     "StateDirInUse",
     "free_port",
+    "MATCHING_CONFIG",
+    "matching_args",
     "start_dev_server",
     "temporal_binary",
 ]
@@ -61,6 +63,25 @@ _CLI_TYPE_NAMES: dict[SearchAttributeIndexedValueType, str] = {
     SearchAttributeIndexedValueType.DATETIME: "Datetime",
     SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
 }
+
+
+MATCHING_CONFIG: tuple[tuple[str, str], ...] = (
+    ("matching.useNewMatcher", "true"),
+    ("matching.enableFairness", "true"),
+    ("matching.enableMigration", "true"),
+    ("matching.numTaskqueueReadPartitions", "1"),
+    ("matching.numTaskqueueWritePartitions", "1"),
+)
+"""Dynamic config of the embedded server's matching service, for `RunInput.priority` and
+`RunInput.tenant` (`towline.fleet`): the priority-aware matcher, fairness between tenants
+(backlogs of earlier matchers migrated), and one partition per task queue, so a backlog is
+dispatched in exact priority order (with several partitions the order holds per partition)."""
+
+
+def matching_args() -> list[str]:
+    """`temporal server start-dev` arguments setting `MATCHING_CONFIG`."""
+    return [arg for key, value in MATCHING_CONFIG
+            for arg in ("--dynamic-config-value", f"{key}={value}")]
 
 
 def temporal_binary() -> Path:
@@ -201,6 +222,7 @@ async def start_dev_server(
         dev_server_existing_path=str(temporal_binary()),
         dev_server_database_filename=str(db_path) if db_path is not None else None,
         dev_server_log_level=log_level,
+        dev_server_extra_args=matching_args(),
     )
     try:
         await register_search_attributes(env.client, namespace)
@@ -298,7 +320,7 @@ class DevServerProcess:
                 cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in self.search_attributes:
             cmd += ["--search-attribute", f"{key.name}={_CLI_TYPE_NAMES[key.indexed_value_type]}"]
-        return cmd
+        return cmd + matching_args()
 
     async def start(self) -> None:
         """Launch the server and wait until it serves gRPC for the namespace.

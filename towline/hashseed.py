@@ -30,7 +30,7 @@ __all__ = ["COMMANDS", "SEED_VARIABLE", "wanted_seed", "process_seed", "pin_hash
 
 SEED_VARIABLE = "TOWLINE_HASH_SEED"
 """The environment variable naming the seed towline's processes hash with (default 0)."""
-COMMANDS = frozenset({"worker", "dev", "run", "mcp-serve", "replay"})
+COMMANDS = frozenset({"worker", "dev", "run", "mcp-serve", "replay", "rerun", "eval", "serve"})
 """The `towline` commands that run workflow code (a worker or a `Replayer`)."""
 
 _log = logging.getLogger("towline")

@@ -31,6 +31,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from temporalio.common import RetryPolicy
 
 from towline.errors import ConfigurationError
+from towline.mcp_spec import MCPToolSpec
 from towline.tools import Tool, ToolContext
 
 __all__ = [
@@ -238,25 +239,6 @@ def exposed_name(server: MCPServer, remote: str) -> str:
 # --- activity payloads ---------------------------------------------------------------------
 
 
-class MCPToolSpec(BaseModel):
-    """One tool as a server listed it (what the history records)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    """The tool's name on the server."""
-    description: str = ""
-    """Shown to the model."""
-    input_schema: dict[str, Any] = Field(default_factory=dict[str, Any])
-    """JSON schema of the arguments object."""
-    read_only: bool = False
-    """The server's `readOnlyHint`."""
-    idempotent_hint: bool = False
-    """The server's `idempotentHint`."""
-    destructive: bool = False
-    """The server's `destructiveHint`."""
-
-
 class MCPListInput(BaseModel):
     """Input of `towline.mcp.<server>.list_tools`."""
 
@@ -283,6 +265,9 @@ class MCPCallInput(BaseModel):
     """The call's context (its idempotency key goes to the server as `_meta`)."""
     idempotent: bool = False
     """Whether a call that may have reached the server may be made again."""
+    entry_mark: bool = Field(default=True, exclude_if=bool)
+    """A non-idempotent call: whether each attempt records durably that it sends the call
+    (`Tool.entry_mark`; set False by engine-3 runs for tools that do not ask for it)."""
 
 
 # --- listed tools in a run's inventory ---------------------------------------------------

@@ -311,6 +311,8 @@ class ModelResponse(_Compact):
 
 
 Message = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]
+"""One message of a conversation: a `ModelRequest` (what was sent) or a `ModelResponse` (what
+the model answered), told apart by `kind` when read back from JSON."""
 
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

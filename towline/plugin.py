@@ -55,6 +55,7 @@ from towline.converter import (
     failure_converter_for,
 )
 from towline.errors import ConfigurationError, RunFailure
+from towline.fleet import ModelRoutes, register_model_queues
 from towline.hashseed import warn_unless_pinned
 from towline.heap import settle_heap
 from towline.mcp import MCPServer
@@ -68,17 +69,11 @@ from towline.registry import AgentsInterceptor, WorkerAgents
 from towline.tools import Tool
 from towline.unreadable_payloads import without_store
 from towline.workflows import AgentRun
+from towline.workflows.passthrough import PASSTHROUGH_MODULES
 
 __all__ = ["TowlinePlugin", "PASSTHROUGH_MODULES"]
 
 _log = logging.getLogger("towline")
-
-PASSTHROUGH_MODULES = (
-    "towline", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
-    "typing_inspection", "google.protobuf", "opentelemetry",
-    # MCP tools validate their arguments with jsonschema in the workflow (pure computation).
-    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs", "attr",
-)
 
 
 def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
@@ -157,6 +152,8 @@ class TowlinePlugin(SimplePlugin):
         deployment: WorkerDeploymentVersion | None = None,
         accept_versions: Sequence[str] = (),
         payload_store: PayloadStore | str | None = None,
+        model_queues: ModelRoutes | None = None,
+        models_only: bool = False,
     ) -> None:
         """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
         of further models a run's input may switch an agent to (`RunInput.model`; the
@@ -165,7 +162,11 @@ class TowlinePlugin(SimplePlugin):
         workers as this version of a Worker Deployment, `AgentRun` pinned.
         `accept_versions`: earlier agent versions (`towline.fingerprint`) this worker may
         replay, once `towline replay` showed them compatible. `payload_store`: a
-        `PayloadStore` or its URL (`file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`)."""
+        `PayloadStore` or its URL (`file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`).
+        `model_queues`: the task queues runs started on this plugin's workers send their model
+        calls to (`towline.fleet.ModelRoutes`; each run records them when it starts).
+        `models_only`: serve the model activity alone (the worker of a model queue: no
+        workflows, tools or other activities; see `towline.worker.fleet_workers`)."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
         for name, value in (("allowed_models", allowed_models), ("accept_versions", accept_versions)):
@@ -190,7 +191,11 @@ class TowlinePlugin(SimplePlugin):
         """Where this client's or worker's large payloads go, if anywhere."""
         self.model_activities = ModelActivities(self.models)
         """The model activity's owner on workers built with this plugin (its request cache)."""
-        activities: list[Callable[..., Any]] = [
+        self.model_queues = model_queues
+        """Where runs started here send their model calls (None: their own task queue)."""
+        self.models_only = models_only
+        """Whether this plugin's workers serve model calls only."""
+        activities: list[Callable[..., Any]] = [self.model_activities.model_request] if models_only else [
             self.model_activities.model_request,
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
@@ -201,9 +206,10 @@ class TowlinePlugin(SimplePlugin):
             "towline.TowlinePlugin",
             data_converter=lambda existing: _converter(existing, self.encryption,
                                                        self.payload_store),
-            workflows=_with_agent_run,
+            workflows=None if models_only else _with_agent_run,
             activities=activities,
-            interceptors=[ActivityTelemetry(self.models), AgentsInterceptor(self.registry)],
+            interceptors=[ActivityTelemetry(self.models)] if models_only else [
+                ActivityTelemetry(self.models), AgentsInterceptor(self.registry)],
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
         )
@@ -284,6 +290,8 @@ class TowlinePlugin(SimplePlugin):
         queue: str | None = config.get("task_queue")  # pyright: ignore[reportUnknownMemberType]
         if self.payload_store is not None and queue:
             register_payload_limit(self.payload_store.max_payload_size, queue)
+        if self.model_queues is not None and queue and not self.models_only:
+            register_model_queues(queue, self.model_queues.table())
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None and (

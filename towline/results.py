@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from towline.mcp import MCPToolSpec
+from towline.mcp_spec import MCPToolSpec
 from towline.messages import Message, Usage, UserContent, no_messages
 from towline.options import Limits
 from towline.payloads import PAYLOAD_LIMIT
@@ -86,6 +86,9 @@ class WorkerFacts(BaseModel):
     """The towline search attributes the namespace has registered: the only ones upserted."""
     payload_limit: int = Field(default=PAYLOAD_LIMIT, gt=0)
     """The largest payload the run may write (larger with a payload store)."""
+    model_queues: dict[str, str] = Field(default_factory=dict)
+    """Model-name pattern -> task queue of the run's model calls, first match wins
+    (`towline.fleet`; empty: the run's own queue)."""
 
 
 class ResumeState(BaseModel):
@@ -146,6 +149,12 @@ class RunInput(BaseModel):
     this lowers the threshold so tests can exercise continue-as-new without a
     huge history. `None` keeps Temporal's suggestion as the only trigger.
     """
+    priority: int | None = Field(default=None, ge=1, le=5)
+    """Temporal's priority key of the run and of every activity and child run it schedules:
+    1 is dispatched first, 5 last (None: Temporal's default, 3). See `towline.fleet`."""
+    tenant: str | None = Field(default=None, min_length=1, max_length=64)
+    """Temporal's fairness key of the same: backlogged tasks are shared out fairly between
+    tenants (at most 64 bytes; None: no tenant)."""
     resume: ResumeState | None = None
     """Set by the runtime on continue-as-new; never by users."""
 

@@ -19,6 +19,7 @@ __all__ = [
     "TOTAL_TOKENS",
     "COST_MICROS",
     "AGENT_VERSION",
+    "FORKED_FROM",
     "ALL_KEYS",
     "SQL_VISIBILITY_KEYS",
     "start_attributes",
@@ -34,6 +35,9 @@ COST_MICROS = SearchAttributeKey.for_int("TowlineCostMicros")
 """Spend in millionths of a US dollar; unset while any request's price is unknown."""
 AGENT_VERSION = SearchAttributeKey.for_keyword("TowlineAgentVersion")
 """The version of the agent definition the run started with (`towline.fingerprint`)."""
+FORKED_FROM = SearchAttributeKey.for_keyword("TowlineForkedFrom")
+"""A fork's origin: the workflow id of the run it was forked from (`towline fork`); set in
+the fork's start request only, never upserted."""
 
 ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     AGENT,
@@ -43,6 +47,7 @@ ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
     TOTAL_TOKENS,
     COST_MICROS,
     AGENT_VERSION,
+    FORKED_FROM,
 )
 
 

@@ -4,6 +4,8 @@
 recorded histories (files exported with `temporal workflow show --output json`,
 or `WorkflowHistory` values) against today's agents and fails naming every run
 the code no longer replays. `replay_runs` does the same for runs on a server.
+`rerun(history, agent)` runs today's agent against a recorded run's responses and
+reports where it departs from it (`RerunReport`, `towline.rerun`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from towline.client import with_towline
 from towline.models import Model
 from towline.payload_store import PayloadStore
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
+from towline.rerun import RerunReport, rerun
 from towline.results import RunInput, RunResult
 
 __all__ = [
     "towline_worker", "history_events", "execution_histories", "run_to_end", "assert_replays",
-    "replay_histories", "replay_runs", "load_history", "ReplayOutcome",
+    "replay_histories", "replay_runs", "load_history", "ReplayOutcome", "rerun", "RerunReport",
 ]
 
 

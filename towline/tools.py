@@ -166,7 +166,16 @@ class Tool:
     None takes the agent's `tool_heartbeat_timeout` (30 s by default)."""
     retry_policy: RetryPolicy | None = None
     """Overrides the default: five attempts for an idempotent tool; for another, three
-    attempts, of which only those lost before the tool function started are retried."""
+    attempts, of which only those that provably never entered the tool function are retried."""
+    entry_mark: bool = True
+    """A non-idempotent tool: record, durably and before each attempt enters the function,
+    that it does (a heartbeat the server acknowledges: one RPC and one billable Temporal
+    Action per call). With it, an attempt whose worker is lost before the function starts is
+    provably without effect, so it is retried (or recorded `not_executed`). Without it
+    (False: a call costs what a plain activity costs), such a loss cannot be told from one
+    inside the function: the call is `unknown` and the run fails `UncertainToolEffect`
+    (`bench/chaos.py --no-entry-mark`: 3 of 40 runs under 29 worker kills, against none with
+    the mark). Ignored when idempotent: an idempotent tool needs no mark at all."""
     args_model: type[BaseModel] = field(default=BaseModel, repr=False)
     """The prepared validator of the arguments (derived from the signature)."""
     takes_ctx: bool = False

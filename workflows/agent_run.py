@@ -21,7 +21,7 @@ from temporalio.common import SearchAttributeKey
 
 from towline import search_attributes as sa
 from towline import telemetry
-from towline.activities.search_attributes import SEARCH_ATTRIBUTES_ACTIVITY
+from towline.activities.io import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
     AgentVersionMismatch,
@@ -34,6 +34,8 @@ from towline.errors import (
     UsageLimitExceeded,
 )
 from towline.events import preview
+from towline.fleet import Dispatch
+from towline.forking import run_lineage
 from towline.ledger import MEMO_KEY, to_proto
 from towline.messages import (
     ModelRequest,
@@ -123,6 +125,8 @@ class AgentRun(RunHandlers):
         self.payload_limit = PAYLOAD_LIMIT
         """The run's payload limit (`WorkerFacts.payload_limit`), read by `run.oversize`."""
         self._facts = WorkerFacts()
+        self.dispatch = Dispatch()
+        """Fleet: the run's model routes and priority (`towline.fleet.current_dispatch`)."""
         self._ended = False
         self._released = False
 
@@ -152,6 +156,8 @@ class AgentRun(RunHandlers):
             facts = await self._worker_facts(args)
             version = self._agent_version(agent)
         self._facts, self.payload_limit = facts, facts.payload_limit
+        if at_least(3):  # fleet (issue 23): model routes as the run's worker reported them, priority
+            self.dispatch = Dispatch.of(facts.model_queues, inp.priority, inp.tenant)
         run = self._run = self._start(agent, inp, version)
         run.registered_attributes = frozenset(facts.attributes)
         if at_least(2):  # what the start request set is not upserted again
@@ -159,6 +165,10 @@ class AgentRun(RunHandlers):
             run.recorded_attributes = sa.values_of(workflow.info().typed_search_attributes)
         if inp.resume is not None:
             self.request_book.carried = inp.resume.chain
+        if at_least(3):  # time travel (issue 22): state snapshots, a fork's lineage
+            run.record_state = True
+            run.recorded_state = dict(inp.resume.state) if inp.resume is not None else {}
+            run.lineage, run.lineage_details = run_lineage()
         run.confirm()
         if inp.resume is None:
             telemetry.run_started(agent.name)
@@ -387,4 +397,5 @@ class AgentRun(RunHandlers):
         carried = carried_input(run, inp, inbox=self._inbox, facts=self._facts,
                                 chain=self.request_book.last_chain(), stream=self.stream.carried())
         self._released = release(run, self.request_book, inp)
-        workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters)})
+        workflow.continue_as_new(carried, memo={MEMO_KEY: to_proto(run.counters),
+                                                **(run.carried_memo() if at_least(3) else {})})

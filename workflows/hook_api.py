@@ -21,6 +21,7 @@ from towline.tools import ToolCall, ToolContext
 
 from .events import emit
 from .run import Run, RunView
+from .versions import at_least
 
 __all__ = ["ApprovalDecision", "HookApi"]
 
@@ -52,6 +53,9 @@ class HookApi:
         """Wait durably for a decision on `call`; None means rejected by timeout."""
         run = self._require_run()
         call_id = call.tool_call_id
+        if at_least(3):  # a decision is for one call: a later call reusing its id asks anew
+            self._decisions.pop(call_id, None)
+            self._approved.discard(call_id)
         # `requested_at` (workflow time, so replay-safe) lets operators see how long it waited.
         run.pending_approvals[call_id] = {
             "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,

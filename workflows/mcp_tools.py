@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from towline.activities.io import ToolActivityInput
 from towline.errors import ConfigurationError, MCPServerUnavailable
+from towline.fleet import current_dispatch
 from towline.mcp import (
     NOT_STARTED,
     MCPCallInput,
@@ -60,6 +61,7 @@ async def _list(server: MCPServer) -> MCPListResult | str:
             list_activity_name(server.name), MCPListInput(server=server.name),
             result_type=MCPListResult, start_to_close_timeout=server.list_timeout,
             retry_policy=server.effective_retry_policy(), summary=f"{server.name} · list tools",
+            priority=current_dispatch().priority,  # fleet: the run's (default before engine 3)
         )
     except ActivityError as e:
         cause = e.cause or e
@@ -92,12 +94,14 @@ def restore_mcp_tools(run: Run) -> None:
             run.tools[tool.name] = tool
 
 
-def tool_activity_input(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Any:
+def tool_activity_input(tool: Tool, args: dict[str, Any], ctx: ToolContext, *,
+                        entry_mark: bool = True) -> Any:
     """The input of a tool's activity: which server tool to call for an MCP tool."""
     if isinstance(tool, MCPTool):
         return MCPCallInput(server=tool.server, tool=tool.remote_name, args=args, ctx=ctx,
-                            idempotent=tool.idempotent)
-    return ToolActivityInput.of(args, ctx)
+                            idempotent=tool.idempotent, entry_mark=entry_mark)
+    return ToolActivityInput.of(args, ctx).model_copy(update={"entry_mark": entry_mark,
+                                                              "idempotent": tool.idempotent})
 
 
 def not_started(error: BaseException) -> bool:

@@ -15,9 +15,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from towline.activities.io import ModelActivityInput
+from towline.activities.io import MODEL_ACTIVITY, ModelActivityInput
 from towline.activities.model_errors import CONTEXT_LENGTH
-from towline.activities.model_request import MODEL_ACTIVITY
 from towline.errors import (
     Cancelled,
     ContextLengthExceeded,
@@ -25,6 +24,7 @@ from towline.errors import (
     PayloadTooLarge,
     runtime_failure,
 )
+from towline.fleet import current_dispatch
 from towline.messages import Message, ModelResponse, Usage
 from towline.options import ModelSettings, OutputMode
 from towline.request_chain import RequestBook, RequestDefinitions
@@ -98,12 +98,16 @@ async def call_model(
         # Decoded as plain JSON and validated here: a response that does not decode
         # (say, a provider adapter's tool call whose args are a list) would otherwise
         # fail the workflow *task* and leave the run stuck, retrying forever.
+        # Fleet: the model's own task queue (a shared rate limit) and the run's priority;
+        # both default (the run's queue, no priority) before engine 3 (see `towline.fleet`).
+        dispatch = current_dispatch()
         raw: Any = await workflow.execute_activity(
             MODEL_ACTIVITY, inp,
             start_to_close_timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
             summary=summary or f"{model} · step {run_step}",
+            task_queue=dispatch.model_queue(model), priority=dispatch.priority,
         )
         response = _validated(model, raw)
         if isinstance(book, RequestBook) and n is not None and response.id:

@@ -7,6 +7,7 @@ which upserts the memo `towline.counters` and the search attributes.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 from towline import search_attributes as sa
 from towline.agent import Agent
 from towline.errors import UsageLimitExceeded, runtime_failure
+from towline.forking import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
 from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
@@ -115,6 +117,15 @@ class Run:
     (set by `AgentRun` when it starts the run)."""
     _paired: tuple[list[Message], Counter[str]] | None = field(default=None, repr=False)
     """A prefix of `messages` without unpaired calls, and the returns its calls left unused."""
+    record_state: bool = False
+    """Engine 3: `confirm` records the contributed state in memo `towline.state` when it
+    changes (`towline.forking`: what a fork starts from)."""
+    recorded_state: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The state last recorded in the memo (or carried into this execution)."""
+    lineage: Any = None
+    """Engine 3: a fork's `towline.forked_from` memo value (carried across continue-as-new)."""
+    lineage_details: str = ""
+    """Engine 3: a fork's line in the current details, linking the run it was forked from."""
 
     def __post_init__(self) -> None:
         if not self.tools:
@@ -190,9 +201,15 @@ class Run:
         changed_status = status is not None and status != self.status
         if status is not None:
             self.status = status
+        memo: dict[str, Any] = {}
         if self.counters != self.recorded_counters:
-            workflow.upsert_memo({MEMO_KEY: to_proto(self.counters)})
+            memo[MEMO_KEY] = to_proto(self.counters)
             self.recorded_counters = self.counters
+        if self.record_state and self.state != self.recorded_state:  # one command with the counters
+            memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
+            self.recorded_state = copy.deepcopy(self.state)
+        if memo:
+            workflow.upsert_memo(memo)
         if not self.sparse_attributes or self._attributes_due(changed_status):
             self._upsert_attributes()
         workflow.set_current_details(self.details())
@@ -242,7 +259,18 @@ class Run:
             lines.append(f"- cost {format_cost(c.cost_micros, c.unpriced_requests)}")
         if self.pending_approvals:
             lines.append(f"- waiting for approval: {', '.join(sorted(self.pending_approvals))}")
+        if self.lineage_details:
+            lines.append(self.lineage_details)
         return "\n".join(lines)
+
+    def carried_memo(self) -> dict[str, Any]:
+        """Engine 3: the memo keys besides the ledger that continue-as-new carries."""
+        memo: dict[str, Any] = {}
+        if self.lineage is not None:
+            memo[FORKED_FROM_MEMO] = self.lineage
+        if self.record_state and self.state:
+            memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
+        return memo
 
     def close_unpaired(self, reason: str) -> None:
         """Give every tool call without a return a `not_executed` record (no unpaired calls).

@@ -22,6 +22,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from towline import telemetry
 from towline.activities.io import ENTERED_KEY, ToolActivityResult
 from towline.errors import ModelRetry, ToolError, is_runtime_failure
+from towline.fleet import current_dispatch
 from towline.messages import ToolCallPart, ToolReturnStatus, Usage
 from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
@@ -29,7 +30,7 @@ from .guard import Guard, guarded, is_user_code
 from .hooks import maybe_await
 from .mcp_tools import not_started, tool_activity_input
 from .run import Run
-from .versions import TOOL_ENTRY, since
+from .versions import TOOL_ENTRY, at_least, since
 
 __all__ = ["Admitted", "run_one"]
 
@@ -60,7 +61,9 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
     if tool.in_workflow:
         with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
             return await _run_in_workflow(c)
-    inp = tool_activity_input(tool, call.args, c.ctx)
+    # Engine 3: a non-idempotent tool may go without an entry mark (Tool.entry_mark=False).
+    marked = tool.idempotent or tool.entry_mark or not at_least(3)
+    inp = tool_activity_input(tool, call.args, c.ctx, entry_mark=marked)
     try:
         res = await workflow.execute_activity(
             tool.activity_name, inp, result_type=ToolActivityResult,
@@ -68,6 +71,7 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
             heartbeat_timeout=tool.heartbeat_timeout or run.agent.tool_heartbeat_timeout,
             retry_policy=tool.effective_retry_policy(),
             summary=f"{tool.name}({_short(call.args)})",
+            priority=current_dispatch().priority,  # fleet: the run's (default before engine 3)
         )
     except ActivityError as e:
         cause = e.cause or e
@@ -76,7 +80,7 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
             return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
         if tool.idempotent or not_started(cause):  # retried, or certainly without effect
             return "failed", f"failed after retries: {cause}", Usage()
-        if _never_entered(cause) and since(TOOL_ENTRY):
+        if marked and _never_entered(cause) and since(TOOL_ENTRY):
             reason = f"not executed: every attempt lost its worker before the tool started ({cause})"
             return "not_executed", reason, Usage()
         return "unknown", f"{type(cause).__name__}: {cause}", Usage()

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any
 
+from .passthrough import PASSTHROUGH_MODULES
+
 __all__ = [
     "Hit", "CLOCK", "ZONE", "SLEEP", "RANDOM", "ENV", "HASH", "ADDRESS", "THREAD", "IO", "C_CALLS",
     "TIME_ARGS", "PY_CALLS", "IO_FILES", "OWNER_KINDS", "ENVIRON", "environ_hit", "call_args", "owner_hit",
@@ -241,8 +243,6 @@ def _library_roots() -> tuple[str, ...]:
     towline passes through Temporal's sandbox (towline itself and the libraries its workflow
     code uses, as `towline.plugin.PASSTHROUGH_MODULES` lists them). Their calls are not
     watched: the engine runs them inside user hooks too (a wrapped model call's tracing)."""
-    from towline.plugin import PASSTHROUGH_MODULES  # here: the plugin imports this package
-
     # the standard library's own folder (a venv's `platstdlib` would hold site-packages too)
     roots: set[str] = {os.path.dirname(sysconfig.__file__), sysconfig.get_paths()["stdlib"]}
     # towline's role packages are symlinks in a checkout (towline/workflows -> ../workflows):

@@ -28,7 +28,7 @@ from temporalio import activity
 
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
-from towline.models import ModelConnectionError, ModelHTTPError, ModelInfo
+from towline.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
 
 __all__ = [
     "ProviderModel",

@@ -33,9 +33,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from towline.activities.streaming import text_delta, thinking_delta
-from towline.models import ModelConnectionError
+from towline.model_types import ModelConnectionError
 
 from ._common import Endpoint, field_map, items, request_timeout, status_error
+from ._sdk_errors import anthropic_error, openai_error
 
 __all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS",
            "BEDROCK_ERROR_STATUS"]
@@ -62,8 +63,6 @@ async def stream_chat(create: Any, body: Mapping[str, Any], extra: Mapping[str, 
                       endpoint: Endpoint) -> dict[str, Any]:
     """A streamed Chat Completions request, gathered into a `chat.completion` object."""
     import openai
-
-    from .openai_chat import openai_error
 
     content: list[str] = []
     refusal: list[str] = []
@@ -130,8 +129,6 @@ async def stream_responses(create: Any, body: Mapping[str, Any], extra: Mapping[
     """A streamed Responses API request: its `response.completed` response."""
     import openai
 
-    from .openai_chat import openai_error
-
     final: dict[str, Any] | None = None
     try:
         events = await create(**body, stream=True, extra_body=dict(extra) or None,
@@ -164,8 +161,6 @@ async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[
     (thinking blocks with the signature their `signature_delta` brought); the thinking
     text is reported as it arrives too (`thinking_delta`), apart from the answer's."""
     import anthropic
-
-    from .anthropic import anthropic_error
 
     try:
         async with client.messages.stream(**body, extra_body=dict(extra) or None,

@@ -23,17 +23,16 @@ from towline.messages import (
     ToolCallPart,
     Usage,
 )
-from towline.models import ModelInfo
+from towline.model_types import ModelInfo
 
 from ._common import (
     Endpoint,
     ProviderModel,
-    connection_error,
     field_map,
     items,
     request_timeout,
-    status_error,
 )
+from ._sdk_errors import anthropic_error
 from ._stream import stream_anthropic
 from .anthropic_wire import DEFAULT_MAX_TOKENS, FAMILY, build_request
 
@@ -88,17 +87,6 @@ class AnthropicModel(ProviderModel):
 
 def _make_client(module: Any, endpoint: Endpoint) -> Any:
     return module.AsyncAnthropic(api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0)
-
-
-def anthropic_error(e: Exception, endpoint: Endpoint, provider: str = "anthropic") -> Exception:
-    """The towline error for an Anthropic SDK error (messages scrubbed of key and endpoint)."""
-    import anthropic
-
-    if isinstance(e, anthropic.APIStatusError):
-        return status_error(provider, e.status_code, e.body, e.response.headers, endpoint)
-    if isinstance(e, anthropic.APIConnectionError):
-        return connection_error(provider, e)
-    return RuntimeError(endpoint.scrub(f"{provider}: {type(e).__name__}: {e}"))
 
 
 # --- Messages API -> towline ----------------------------------------------------------------

@@ -48,7 +48,7 @@ from towline.messages import (
     UserPart,
     as_media,
 )
-from towline.models import ModelInfo
+from towline.model_types import ModelInfo
 from towline.options import Thinking
 from towline.output_schema import strict_schema
 

@@ -49,7 +49,7 @@ from towline.messages import (
     media_in,
     prompt_text,
 )
-from towline.models import ModelInfo
+from towline.model_types import ModelInfo
 from towline.options import Thinking
 from towline.output_schema import strict_schema
 

@@ -36,22 +36,21 @@ from towline.messages import (
     ToolReturnPart,
     UserPart,
 )
-from towline.models import ModelInfo
+from towline.model_types import ModelInfo
 from towline.options import Thinking
 from towline.tools import ToolDefinition
 
 from ._common import (
     Endpoint,
     ProviderModel,
-    connection_error,
     field_map,
     items,
     parse_args,
     request_timeout,
     retry_text,
-    status_error,
 )
 from ._media import split_return
+from ._sdk_errors import openai_error
 from ._stream import stream_chat
 from .openai_media import chat_part
 from .openai_options import json_schema_format, openai_usage, reasoning_effort, run_cache_key
@@ -125,17 +124,6 @@ async def call_json(create: Any, body: Mapping[str, Any], extra: Mapping[str, An
         raise openai_error(e, endpoint) from None
     data: dict[str, Any] = result.model_dump(mode="json")
     return data
-
-
-def openai_error(e: Exception, endpoint: Endpoint) -> Exception:
-    """The towline error for an OpenAI SDK error (messages scrubbed of key and endpoint)."""
-    import openai
-
-    if isinstance(e, openai.APIStatusError):
-        return status_error("openai", e.status_code, e.body, e.response.headers, endpoint)
-    if isinstance(e, openai.APIConnectionError):
-        return connection_error("openai", e)
-    return RuntimeError(endpoint.scrub(f"openai: {type(e).__name__}: {e}"))
 
 
 # --- towline -> Chat Completions ----------------------------------------------------------

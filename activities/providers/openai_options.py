@@ -15,7 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from towline.messages import Usage
-from towline.models import ModelInfo
+from towline.model_types import ModelInfo
 from towline.options import Thinking
 from towline.output_schema import strict_schema
 

@@ -79,7 +79,7 @@ def quoted(value: str) -> str:
 
 def runs_query(
     *, agent: str | None = None, status: str | None = None, query: str | None = None,
-    live: bool = False, version: str | None = None,
+    live: bool = False, version: str | None = None, schedule: str | None = None,
 ) -> str:
     """The list filter of towline's runs (the latest execution of each), narrowed as asked."""
     parts = ['WorkflowType = "AgentRun"', 'ExecutionStatus != "ContinuedAsNew"']
@@ -89,6 +89,8 @@ def runs_query(
         parts.append(f"TowlineAgent = {quoted(agent)}")
     if version:
         parts.append(f"TowlineAgentVersion = {quoted(version)}")
+    if schedule:  # Temporal sets it on every run a schedule starts
+        parts.append(f"TemporalScheduledById = {quoted(schedule)}")
     if status:
         parts.append(f"({_STATUS_QUERIES[status]})")
     if query and query.strip():

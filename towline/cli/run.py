@@ -52,6 +52,7 @@ from towline.cli.common import (
     ui_base,
     workflow_url,
 )
+from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
 from towline.cli.server import (
@@ -255,7 +256,8 @@ async def run_command(args: Any) -> int:
         try:
             handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
                                      id=args.id, limits=limits, session=args.session,
-                                     id_reuse_policy=reuse, model=args.model, stream=args.stream)
+                                     id_reuse_policy=reuse, model=args.model, stream=args.stream,
+                                     priority=args.priority, tenant=args.tenant)
         except WorkflowAlreadyStartedError:
             raise await _duplicate(client, args.id, args.allow_duplicate) from None
         except RPCError as e:
@@ -336,6 +338,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    "session); this command follows it until it ends (Ctrl-C leaves it open)")
     p.add_argument("--max-steps", type=positive, metavar="N",
                    help="override the agent's max_steps for this run")
+    p.add_argument("--priority", type=priority_number, metavar="N",
+                   help="Temporal priority of the run and all it schedules: 1 first ... 5 last "
+                   "(default: 3), for a backlogged task queue")
+    p.add_argument("--tenant", type=tenant_name, metavar="NAME",
+                   help="the run's tenant: Temporal's fairness key, so one tenant's backlog "
+                   "does not hold up another's")
     p.add_argument("--model", type=model_string, metavar="MODEL",
                    help="run the agent on this model instead of its own, e.g. "
                    "openai:gpt-4.1-mini, anthropic:claude-sonnet-4-6, ollama:llama3.2 (the worker "

@@ -83,7 +83,7 @@ async def runs_command(args: Any) -> int:
     now = datetime.now(UTC)
     if args.stuck:
         query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True,
-                           version=args.version)
+                           version=args.version, schedule=args.schedule)
         stuck = await stuck_runs(client, query, args.limit)
         if args.json:
             print_json([s.to_json(now) for s in stuck])
@@ -93,7 +93,8 @@ async def runs_command(args: Any) -> int:
             print("\n".join(stuck_lines(stuck, now)))
         return 0
     rows = await list_runs(client, runs_query(agent=args.agent, status=args.status,
-                                              query=args.query, version=args.version), args.limit)
+                                              query=args.query, version=args.version,
+                                              schedule=args.schedule), args.limit)
     if args.json:
         print_json([r.to_json(now) for r in rows])
     elif not rows:
@@ -145,6 +146,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--version", metavar="V",
                    help="only runs started with this agent version (TowlineAgentVersion, as "
                    "`towline runs` shows it)")
+    p.add_argument("--schedule", metavar="NAME",
+                   help="only the runs schedule NAME started (towline schedule list)")
     _filters(p, 50)
     p.set_defaults(handler=runs_command)
 

@@ -27,7 +27,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
 from towline.agent import Agent
 from towline.cli.common import (
@@ -50,9 +49,12 @@ from towline.cli.observe import Observability, add_tracing_option, observability
 from towline.client import with_towline
 from towline.codec_server import CodecServer, secret_path
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.errors import ConfigurationError
 from towline.fingerprint import agent_version
+from towline.fleet import ModelRoutes
 from towline.payload_store import STORE_ENV
 from towline.registration import register_search_attributes
+from towline.worker import Only, fleet_workers
 
 __all__ = [
     "DEFAULT_PORT",
@@ -190,19 +192,27 @@ async def _serve(
     client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
     obs: Observability | None = None, allowed_models: Sequence[str] = (),
     deployment: WorkerDeploymentVersion | None = None, accept_versions: Sequence[str] = (),
+    routes: ModelRoutes | None = None, only: Only | None = None,
 ) -> None:
-    """Run a worker for `agents` (if any) until `stop` is set."""
+    """Run a worker for `agents` (if any) until `stop` is set; with `routes`, the workers of
+    its model queues too (`only`: just those, or just the runs' own queue)."""
     if not agents:
         await stop.wait()
         return
     obs = obs or Observability()
-    worker = Worker(with_towline(client, agents, allowed_models=allowed_models,
-                                 encryption=obs.encryption, plugins=obs.plugins,
-                                 deployment=deployment, accept_versions=accept_versions,
-                                 payload_store=obs.payload_store),
-                    task_queue=task_queue, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
+    towline = with_towline(client, agents, allowed_models=allowed_models,
+                           encryption=obs.encryption, plugins=obs.plugins,
+                           deployment=deployment, accept_versions=accept_versions,
+                           payload_store=obs.payload_store, model_queues=routes)
     try:
-        async with worker:
+        workers = fleet_workers(towline, task_queue=task_queue, routes=routes or ModelRoutes(),
+                                only=only, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
+    except ConfigurationError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for worker in workers:
+                await stack.enter_async_context(worker)
             await stop.wait()
     finally:
         obs.flush()
@@ -272,6 +282,13 @@ async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
     agents = load_agents(args.agent)
     deployment = _deployment(args)
+    try:
+        routes = ModelRoutes.parse(args.model_queue, args.model_rps)
+    except ConfigurationError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    if args.only == "models" and not routes:
+        raise CliError("--only models serves the model queues: name them with --model-queue "
+                       "PATTERN=QUEUE", EXIT_USAGE)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     obs = observability(args)
     stop = stop_event()
@@ -285,11 +302,16 @@ async def worker_command(args: Any) -> int:
     store = obs.payload_store or target.payload_store
     if store is not None:
         say(f"towline worker: payload store {store_line(store)}")
+    for queue, rps in routes.queues().items():
+        if args.only != "workflows":
+            limit = f"at most {rps:g} calls/s (shared by every worker of the queue)" if rps else "no rate limit"
+            say(f"towline worker: model queue {queue!r} ({', '.join(r.pattern for r in routes.routes if r.task_queue == queue)}): {limit}")
+    queue = "model queues only" if args.only == "models" else f"task queue {args.task_queue!r}"
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
-        f"task queue {args.task_queue!r}, agents: {versions}. Ctrl-C stops.")
+        f"{queue}, agents: {versions}. Ctrl-C stops.")
     try:
         await _serve(client, agents, args.task_queue, stop, obs, args.allow_model,
-                     deployment, args.accept_version or ())
+                     deployment, args.accept_version or (), routes, args.only)
     except RuntimeError as e:  # e.g. the namespace does not exist
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
@@ -329,6 +351,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     group.add_argument("--accept-version", action="append", metavar="VERSION",
                        help="also replay runs started with this earlier agent version (once "
                        "`towline replay` showed it compatible); repeatable")
+    group = p.add_argument_group("fleet (see docs: running a fleet)")
+    group.add_argument("--model-queue", action="append", default=[], metavar="PATTERN=QUEUE",
+                       help="send model calls whose model matches PATTERN (fnmatch, e.g. "
+                       "'openai:*') to task queue QUEUE, and serve that queue; repeatable, first "
+                       "match wins. Every worker that runs workflows on the task queue needs the "
+                       "same; a run keeps the routes it started with")
+    group.add_argument("--model-rps", action="append", default=[], metavar="PATTERN=N",
+                       help="the model queue of PATTERN dispatches at most N calls per second to "
+                       "all its workers together (Temporal's task-queue rate limit)")
+    group.add_argument("--only", choices=("models", "workflows"),
+                       help="serve only the model queues, or only the runs' own task queue "
+                       "(runs, tools, unrouted model calls); default: both")
     p.set_defaults(handler=worker_command)
 
 

@@ -1,0 +1,1 @@
+"""Example datasets for `towline eval` (docs/time-travel.md, "Durable evals")."""
