@@ -2,7 +2,7 @@
 
 They are written into the run's history at every step, so they carry only what
 the other side does not know: defaults are left out of the JSON, a model request
-names the messages its worker holds (`towline.request_chain`), and a tool call's
+names the messages its worker holds (`towline.runtime.request_chain`), and a tool call's
 context is rebuilt on the worker from the activity's own identity (the run id is
 the workflow id, the tool is the activity's, the idempotency key follows from
 them). Older, fuller forms are still read (`message_refs`, `ctx`), so activities
@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from towline.messages import Message, Usage
 from towline.options import ModelSettings, OutputMode
-from towline.request_chain import ChainedRequest
+from towline.runtime.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
@@ -79,11 +79,11 @@ class ModelActivityInput(BaseModel):
     run_step: int = 0
     agent: str = ""
     chain: ChainedRequest | None = Field(default=None, exclude_if=_none)
-    """Inside an `AgentRun`: the request by reference (`towline/request_chain.py`); messages,
+    """Inside an `AgentRun`: the request by reference (`towline/runtime/request_chain.py`); messages,
     tools and settings are then not inline. Workers of earlier versions, which require
     `messages`, refuse such a request rather than call a model without its messages."""
     message_refs: list[str] | None = Field(default=None, exclude_if=_none)
-    """Earlier protocol (`towline/request_refs.py`): a reference per message, `messages`
+    """Earlier protocol (`towline/runtime/request_refs.py`): a reference per message, `messages`
     holding only those the run had not sent before. Still read, never written."""
     request_key: str | None = Field(default=None, exclude_if=_none)
     """Earlier protocol: names the request for the `towline.request_messages` query."""

@@ -37,7 +37,7 @@ from towline.mcp import (
     MCPToolSpec,
     list_activity_name,
 )
-from towline.payloads import PAYLOAD_LIMIT, payload_size
+from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
 
 from .guard import require_agent_run
 from .heartbeat import (

@@ -20,7 +20,7 @@ from typing import TypeVar
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.model_types import ModelConnectionError, ModelHTTPError
+from towline.runtime.model_types import ModelConnectionError, ModelHTTPError
 
 __all__ = ["CONTEXT_LENGTH", "UNKNOWN_MODEL", "activity_error"]
 

@@ -5,7 +5,7 @@ Temporal owns retries (see `model_errors`): a model's HTTP 4xx other than
 `next_retry_delay`. The activity heartbeats while the model works. Models
 resolve from the worker's registry, then provider strings
 (`openai:gpt-4.1-mini`, see `providers`), then built-in names. Inside an
-`AgentRun` the request arrives by reference (`towline.request_chain`): its
+`AgentRun` the request arrives by reference (`towline.runtime.request_chain`): its
 messages and definitions come from this worker's `RequestCache` or, on a miss,
 from the workflow through a query. The response gets its ids here (so the next
 request can name it by key).
@@ -25,14 +25,14 @@ from temporalio.exceptions import ApplicationError
 from towline.errors import ConfigurationError
 from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart, Usage
 from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
-from towline.payloads import payload_limit, payload_size
-from towline.request_chain import (
+from towline.runtime.payloads import payload_limit, payload_size
+from towline.runtime.request_chain import (
     REQUEST_INPUT_QUERY,
     RequestAnswer,
     RequestDefinitions,
     RequestQuery,
 )
-from towline.request_refs import REQUEST_QUERY, message_ref
+from towline.runtime.request_refs import REQUEST_QUERY, message_ref
 
 from .guard import require_agent_run
 from .heartbeat import with_heartbeats
@@ -177,7 +177,7 @@ def _check_size(response: ModelResponse) -> None:
 
     Temporal would reject it anyway (the SDK fails the completion, and retries
     would only repeat the cost); the workflow turns this into `PayloadTooLarge`.
-    With a payload store (`towline.payload_store`) the limit is the store's.
+    With a payload store (`towline.storage.payload_store`) the limit is the store's.
     """
     size = payload_size(activity.payload_converter(), response)
     limit = payload_limit(activity.info().task_queue)

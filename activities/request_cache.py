@@ -1,4 +1,4 @@
-"""A worker's side of `towline.request_chain`: messages held by chain key, fetched on a miss.
+"""A worker's side of `towline.runtime.request_chain`: messages held by chain key, fetched on a miss.
 
 `RequestCache.resolve` turns a `ChainedRequest` into the full messages and
 definitions: from what this worker holds (messages by chain key and by content
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from temporalio.exceptions import ApplicationError
 
 from towline.messages import Message
-from towline.request_chain import (
+from towline.runtime.request_chain import (
     ROOT,
     ChainedRequest,
     RequestAnswer,
@@ -36,7 +36,7 @@ LISTS = 32
 LIST_ITEMS = 64_000
 """Messages the assembled requests may name in all (the newest is always kept): a long run's
 requests each name its whole conversation, and every name is one more reference for Python's
-garbage collector to follow in each full collection (`towline.heap`). An evicted list is
+garbage collector to follow in each full collection (`towline.runtime.heap`). An evicted list is
 assembled again from the messages held by key."""
 MISMATCH = "RequestMismatch"
 """Failure type of a request whose messages do not match its key (never expected)."""

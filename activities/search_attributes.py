@@ -1,11 +1,11 @@
-"""The `towline.search_attributes` local activity: what a run needs to know of its worker.
+"""The `towline.runtime.search_attributes` local activity: what a run needs to know of its worker.
 
 Which towline attributes exist: the workflow upserts only attributes the
 namespace has registered, so a missing registration degrades the UI's search
 instead of failing workflow tasks forever. The answer comes from the worker's
 `ATTRIBUTE_CACHE` (registered once per worker, asked again after `CACHE_TTL`), so
 a run costs the server no RPC here. And the run's payload limit, larger when the
-worker has a payload store (`towline.payloads.payload_limit`).
+worker has a payload store (`towline.runtime.payloads.payload_limit`).
 
 Why a local activity at all, when the answer is at hand: it records the answer
 in the run's history (a marker). Which attributes a run upserts decides whether
@@ -28,10 +28,10 @@ from typing import Any
 
 from temporalio import activity
 
-from towline.fleet import model_queues_of
-from towline.payloads import payload_limit
-from towline.registration import ATTRIBUTE_CACHE
+from towline.fleet.routing import model_queues_of
 from towline.results import WorkerFacts
+from towline.runtime.payloads import payload_limit
+from towline.runtime.registration import ATTRIBUTE_CACHE
 
 from .io import SEARCH_ATTRIBUTES_ACTIVITY
 

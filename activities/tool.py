@@ -28,7 +28,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
-from towline.payloads import payload_limit, payload_size
+from towline.runtime.payloads import payload_limit, payload_size
 from towline.tools import Tool, ToolResult, tool_content
 
 from .guard import require_agent_run

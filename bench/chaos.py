@@ -14,7 +14,7 @@ SIGKILLed and restarted on the same file and port. After the storm the runs get 
 drain, then every run is judged:
 
 - its final ledger, read back from the workflow history's memo snapshots
-  (`towline.ledger.counters_from_history`), against what its plan must produce
+  (`towline.runtime.ledger.counters_from_history`), against what its plan must produce
   (`run_step`, `requests`, `tool_calls`, tokens) and its output against the plan's answer;
 - every tool effect, counted by idempotency key in files: a non-idempotent tool's effect
   must happen at most once per call, a `succeeded` call's exactly once;
@@ -62,7 +62,7 @@ from chaos_worker import Workers
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 __all__ = ["ChaosConfig", "Session", "run_session", "verdict", "run_chaos", "main"]
 

@@ -29,8 +29,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.client import run_error, start_run
-from towline.ledger import counters_from_history
 from towline.results import RunResult
+from towline.runtime.ledger import counters_from_history
 
 __all__ = ["Runs", "collect", "rpc"]
 

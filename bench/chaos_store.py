@@ -35,7 +35,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from towline.payload_store import PayloadStore
+from towline.storage.payload_store import PayloadStore
 
 __all__ = ["THRESHOLD", "CountingStore", "Outage", "references", "check_references",
            "append_log", "read_log"]

@@ -42,7 +42,7 @@ from temporalio.worker import (
     Worker,
 )
 
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 __all__ = ["Workers", "serve", "main"]
 

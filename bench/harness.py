@@ -221,7 +221,7 @@ def _ablate(names: tuple[str, ...]) -> None:
         tool_activity.mark_entered = unmarked  # type: ignore[assignment]
     if "facts" in names:
         from towline.results import WorkerFacts
-        from towline.search_attributes import SQL_VISIBILITY_KEYS
+        from towline.runtime.search_attributes import SQL_VISIBILITY_KEYS
         from towline.workflows import agent_run
 
         async def known(self: Any, args: Any) -> WorkerFacts:
@@ -249,7 +249,7 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
         worker = Worker(client, task_queue=task_queue, workflows=[BareLoop],
                         activities=BARE_ACTIVITIES)
     else:
-        from towline.plugin import TowlinePlugin
+        from towline.runtime.plugin import TowlinePlugin
 
         _ablate(ablate)
         plugin = TowlinePlugin([bench_agent(latency=latency)], payload_store=payload_store)

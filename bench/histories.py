@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from towline.ledger import counters_from_history
+from towline.runtime.ledger import counters_from_history
 from towline.testing import execution_histories
 
 __all__ = ["REFERENCE", "payloads_in", "executions", "payload_bytes", "event_bytes",

@@ -54,7 +54,7 @@ from towline.capabilities.state import (
 from towline.capabilities.summarization import estimate_tokens
 from towline.messages import Message, Usage
 from towline.options import ModelSettings
-from towline.plugin import PASSTHROUGH_MODULES
+from towline.runtime.plugin import PASSTHROUGH_MODULES
 from towline.workflows import AgentRun
 from towline.workflows.hooks import call_hook, maybe_await
 

@@ -31,8 +31,8 @@ from histories import executions, per_execution
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
-from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
+from towline.runtime.plugin import TowlinePlugin
 
 MAX_EXECUTION_BYTES = 10 * 1024 * 1024
 FLAT = 1.2

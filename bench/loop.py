@@ -15,7 +15,7 @@ ratio is the median of the per-repeat ratios towline / bare.
 Figures: wall time of one run (start to result, client side), worker CPU (user +
 system time of the worker process, all threads, during the run), server CPU,
 history bytes (all events of all executions) and events, and billable Temporal Cloud
-Actions per step (`towline/actions.py`: counted from the histories, plus the heartbeats
+Actions per step (`towline/telemetry/actions.py`: counted from the histories, plus the heartbeats
 each worker counts), for N = 5, 25, 100; the
 total wall time of 20 concurrent runs of N = 5; activity payload sizes and how the
 model input changes from the first step to the last; history bytes per step by
@@ -51,9 +51,9 @@ from harness import (
 from histories import event_bytes, executions, payload_bytes, per_execution
 from temporalio.client import Client
 
-from towline.actions import ActionCount, billable_actions
 from towline.devserver import DevServerProcess
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
+from towline.telemetry.actions import ActionCount, billable_actions
 
 VARIANTS = ("towline", "bare")
 SIZES = (5, 25, 100)
@@ -78,7 +78,7 @@ class Sample:
     """Tool steps of all the runs measured."""
     actions: ActionCount = field(default_factory=ActionCount)
     """Billable Actions of all the runs: from their histories, and the heartbeats the
-    worker counted (`towline.actions`)."""
+    worker counted (`towline.telemetry.actions`)."""
 
     @property
     def actions_per_step(self) -> float:
@@ -264,7 +264,7 @@ def table(rep: dict[str, Any]) -> str:
     lines.append(f"  model input: request 1 {m['first']} B (tool definitions), request "
                  f"{m['requests']} {m['last']} B ({m['per_step']:+.2f} B per request)")
     lines += ["", (f"billable Actions of one run, N={rep['n']} (Temporal Cloud's rules, "
-                   "towline/actions.py; heartbeats counted by the worker)")]
+                   "towline/telemetry/actions.py; heartbeats counted by the worker)")]
     for v in VARIANTS:
         counted = ActionCount(**{k: n for k, n in rep["actions"][v].items() if k != "total"})
         lines.append(f"  {v:<8} {counted.line()}")

@@ -122,7 +122,7 @@ async def start_runs(client: Client, runs: int, prefix: str, task_queue: str = "
 
 async def warm_up(client: Client, provider: FakeProvider, pause: float = 1.5) -> None:
     """One run through the model queue, then a pause: the server has loaded the queue and set
-    its limit, and the token bucket is full again (see `towline.fleet` on a cold queue)."""
+    its limit, and the token bucket is full again (see `towline.fleet.routing` on a cold queue)."""
     (warm,) = await start_runs(client, 1, f"warm-{time.monotonic_ns()}")
     await client.get_workflow_handle(warm).result()
     await asyncio.sleep(pause)

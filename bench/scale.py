@@ -19,7 +19,7 @@ Figures per batch:
 - worker RSS per 100 live runs: the workers' peak resident memory during the batch minus
   theirs before it, per 100 runs (all R runs are live at once, in the sticky cache);
 - server CPU and worker CPU (user + system, all threads) over the batch;
-- billable Actions per step (`towline/actions.py`) of the sampled runs, heartbeats included.
+- billable Actions per step (`towline/telemetry/actions.py`) of the sampled runs, heartbeats included.
 The ratio lines compare towline's steps/s with the bare loop's at each size (goal at
 R = 1000, L = 200 ms: >= 0.90x).
 """
@@ -47,8 +47,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from towline.actions import ActionCount, billable_actions
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
+from towline.telemetry.actions import ActionCount, billable_actions
 
 VARIANTS = ("towline", "bare")
 GOAL_STEPS_PER_S = 0.90

@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from towline.errors import ConfigurationError, ToolError
-from towline.fleet import current_dispatch
+from towline.fleet.routing import current_dispatch
 from towline.messages import Usage
 from towline.results import PartialRun, RunInput, RunResult
 from towline.tools import Tool, ToolContext, ToolResult

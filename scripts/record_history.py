@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowFailureError
 from temporalio.common import TypedSearchAttributes
+from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -34,12 +36,16 @@ from history_agents import (  # pyright: ignore[reportMissingImports]
     HISTORY_MODELS,
     RECORDINGS,
 )
+from history_engine3 import ROUTED_PATTERN  # pyright: ignore[reportMissingImports]
 
+from towline.client import with_towline
 from towline.devserver import start_dev_server
-from towline.fingerprint import agent_version
-from towline.payload_store import PayloadStore
+from towline.fleet.routing import ModelRoutes
 from towline.results import RunResult
-from towline.search_attributes import start_attributes
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.search_attributes import start_attributes
+from towline.runtime.worker import model_queue_workers
+from towline.storage.payload_store import PayloadStore
 from towline.testing import execution_histories, towline_worker
 
 HISTORIES = ROOT / "tests" / "histories"
@@ -75,20 +81,29 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
     env = await start_dev_server(db_path=None, ui=False)
     # a low threshold: small runs (and small committed files) exercise stored payloads
     store = PayloadStore(f"file://{(out_dir / STORE).resolve()}", threshold=2048)
+    # a worker whose matching model calls go to a model queue (`--model-queue`)
+    routes = ModelRoutes.parse([f"{ROUTED_PATTERN}={TASK_QUEUE}-models"])
+    routed = with_towline(env.client, HISTORY_AGENTS, HISTORY_MODELS, model_queues=routes)
+    routed_queue = f"{TASK_QUEUE}-routed"
     try:
         async with towline_worker(
             env.client, HISTORY_AGENTS, task_queue=TASK_QUEUE, models=HISTORY_MODELS,
         ) as (plain, queue), towline_worker(
             env.client, HISTORY_AGENTS, task_queue=f"{TASK_QUEUE}-stored", models=HISTORY_MODELS,
             payload_store=store,
-        ) as (stored, stored_queue):
+        ) as (stored, stored_queue), Worker(routed, task_queue=routed_queue), \
+                contextlib.AsyncExitStack() as stack:
+            for worker in model_queue_workers(routed, routes, models=HISTORY_MODELS):
+                await stack.enter_async_context(worker)
             for rec in RECORDINGS:
                 if only is not None and rec.workflow_id not in only:
                     continue
-                client, queue_of = (stored, stored_queue) if rec.stored else (plain, queue)
+                client, queue_of = ((stored, stored_queue) if rec.stored else
+                                    (routed, routed_queue) if rec.routed else (plain, queue))
                 handle = await client.start_workflow(
                     "AgentRun", rec.input, id=rec.workflow_id, task_queue=queue_of,
                     result_type=RunResult, search_attributes=_start_attributes(rec),
+                    memo=rec.memo,
                 )
                 if rec.interact is not None:
                     await rec.interact(handle)

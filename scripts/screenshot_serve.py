@@ -24,7 +24,7 @@ import uvicorn
 from playwright.async_api import async_playwright, expect
 
 from towline.devserver import free_port, start_dev_server
-from towline.hashseed import process_seed, wanted_seed
+from towline.runtime.hashseed import process_seed, wanted_seed
 from towline.serve.app import ServeConfig, create_app
 from towline.testing import towline_worker
 

@@ -23,6 +23,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+try:  # imported as `history_agents` (tests/ on sys.path) or as `tests.history_agents`
+    from history_engine3 import approve_each_reused_id, unmarked_agent
+except ModuleNotFoundError:
+    from tests.history_engine3 import approve_each_reused_id, unmarked_agent
 from pydantic import BaseModel
 from temporalio.client import WorkflowHandle
 
@@ -615,7 +619,7 @@ HISTORY_AGENTS = [
     approval_agent,
     mcp_agent,
     streaming_agent,
-    subagent_agent, todo_agent, hook_models_agent, wrap_agent, timeouts_agent,
+    subagent_agent, todo_agent, hook_models_agent, wrap_agent, timeouts_agent, unmarked_agent,
     storing_agent,
     frontier_agent,
 ]
@@ -633,6 +637,10 @@ class Recording:
     """Recorded with the payload store of `tests/histories/payloads/` (replayed with it too)."""
     start_attributes: bool = False
     """Started as `start_run` starts a run: agent, version, status and counters in the request."""
+    memo: dict[str, Any] | None = None
+    """The start request's memo (a fork's lineage)."""
+    routed: bool = False
+    """Run by a worker whose model calls matching `ROUTED_PATTERN` go to a model queue."""
 
 
 RECORDINGS = [
@@ -696,5 +704,18 @@ RECORDINGS = [
     ),
     Recording("history-engine-unknown", RunInput(agent="no-such-agent", prompt="hello"),
               start_attributes=True),
+    # Recorded by the code of issues 21-23 (`towline-engine-3`, `tests/history_engine3.py`).
+    Recording(
+        "history-engine3-todo",
+        RunInput(agent="history-todo", prompt="plan it", priority=2, tenant="acme",
+                 continue_as_new_after_events=12),
+        start_attributes=True, routed=True,
+    ),
+    Recording("history-engine3-fork", RunInput(agent="history-tools", prompt="weather and maths"),
+              start_attributes=True,
+              memo={"towline.forked_from": {"run_id": "history-tools", "step": 1}}),
+    Recording("history-engine3-approval",
+              RunInput(agent="history-unmarked", prompt="pay twice", priority=4, tenant="acme"),
+              interact=approve_each_reused_id, start_attributes=True),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""

@@ -20,7 +20,6 @@ from scripts import returns as tool_returns
 from towline.agent import Agent
 from towline.client import run, start_run
 from towline.errors import RunError
-from towline.ledger import counters_from_history
 from towline.messages import (
     Message,
     ModelRequest,
@@ -32,6 +31,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, Model, ModelInfo
 from towline.results import Counters, RunResult
+from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
 
 __all__ = [

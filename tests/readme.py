@@ -106,7 +106,7 @@ def cli_env(address: str | None = None, namespace: str = "default",
         env["TEMPORAL_NAMESPACE"] = namespace
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
-    # The seed `towline` would restart itself with (towline/hashseed.py): set here, each
+    # The seed `towline` would restart itself with (towline/runtime/hashseed.py): set here, each
     # command starts once instead of twice (0.7 s each); tests/test_guard_holes.py runs the
     # restart itself.
     env["PYTHONHASHSEED"] = "0"

@@ -1,4 +1,4 @@
-"""Billable Actions counted from real histories (`towline.actions`), and `towline show` printing them.
+"""Billable Actions counted from real histories (`towline.telemetry.actions`), and `towline show` printing them.
 
 A plain temporalio workflow does one of each billable thing (a retried activity, a
 timer, a signal, an update, local activities in one workflow task, a child workflow,
@@ -23,8 +23,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from scripts import Script, call, calls, text
 from towline import Agent, tool
-from towline.actions import ActionCount, billable_actions
 from towline.client import start_run
+from towline.telemetry.actions import ActionCount, billable_actions
 from towline.testing import execution_histories, towline_worker
 
 STATUS = SearchAttributeKey.for_keyword("TowlineStatus")

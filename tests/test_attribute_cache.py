@@ -20,12 +20,16 @@ from temporalio.client import Client
 
 from towline import Agent, tool
 from towline.client import run
-from towline.fingerprint import agent_version
 from towline.messages import Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, ModelInfo, TestModel
-from towline.registration import ATTRIBUTE_CACHE, AttributeCache, registered_search_attributes
 from towline.results import RunInput
-from towline.search_attributes import ALL_KEYS
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.registration import (
+    ATTRIBUTE_CACHE,
+    AttributeCache,
+    registered_search_attributes,
+)
+from towline.runtime.search_attributes import ALL_KEYS
 from towline.testing import history_events, run_to_end, towline_worker
 from towline.workflows.versions import ENGINES
 

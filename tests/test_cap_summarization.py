@@ -20,7 +20,6 @@ from towline.capabilities import Summarization
 from towline.capabilities.summarization import estimate_tokens, split_for_summary, transcript
 from towline.client import start_run
 from towline.errors import ConfigurationError
-from towline.ledger import counters_from_history
 from towline.messages import (
     Message,
     ModelRequest,
@@ -34,6 +33,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunResult
+from towline.runtime.ledger import counters_from_history
 from towline.testing import history_events, towline_worker
 
 SUMMARY_USAGE = Usage(requests=1, input_tokens=100, output_tokens=7)

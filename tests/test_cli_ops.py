@@ -33,9 +33,9 @@ from towline.cli.listing import RunRow
 from towline.cli.render import duration, money
 from towline.cli.runs import runs_lines
 from towline.client import start_run, with_towline
-from towline.fingerprint import agent_version
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
+from towline.runtime.fingerprint import agent_version
 from towline.testing import towline_worker
 
 release = asyncio.Event()

@@ -25,9 +25,9 @@ from temporalio.worker import Worker
 
 from towline import TowlinePlugin
 from towline.client import run
-from towline.codec import ENCODING, EncryptionCodec, StaticKeys
-from towline.codec_server import CodecServer
 from towline.devserver import temporal_binary
+from towline.encryption.codec import ENCODING, EncryptionCodec, StaticKeys
+from towline.encryption.codec_server import CodecServer
 
 SECRET = "GUAVA-4417"
 

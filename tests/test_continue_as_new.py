@@ -17,7 +17,6 @@ from uuid import uuid4
 from temporalio.client import Client
 
 from towline import Agent, Middleware, ToolContext, tool
-from towline.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.messages import (
     Message,
     ModelRequest,
@@ -28,6 +27,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 from towline.results import Counters, RunInput
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import run_to_end, towline_worker
 
 STEPS = 8

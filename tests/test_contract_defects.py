@@ -40,9 +40,9 @@ from towline import (
 )
 from towline.client import run, run_error, start_run
 from towline.devserver import temporal_binary
-from towline.ledger import counters_from_history
 from towline.messages import ModelRequest, TextPart, UserPart
 from towline.models import ModelInfo
+from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,8 +17,8 @@ from durable_agents import WorkerProcess
 from temporalio.client import Client
 
 from scripts import returns
-from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import execution_histories
 
 pytestmark = pytest.mark.timeout(240)

@@ -32,7 +32,7 @@ from temporalio.service import WorkflowService
 
 from scripts import returns
 from towline.client import run_error, start_run
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
 pytestmark = pytest.mark.timeout(120)

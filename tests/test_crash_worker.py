@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from scripts import returns
 from towline.client import start_run
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -18,12 +18,12 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.worker import Worker
 
 from towline.devserver import DevServerProcess, free_port, temporal_binary
-from towline.registration import (
+from towline.runtime.registration import (
     SearchAttributeTypeConflict,
     register_search_attributes,
     registered_search_attributes,
 )
-from towline.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
+from towline.runtime.search_attributes import ALL_KEYS, SQL_VISIBILITY_KEYS
 
 TOWLINE_KEYS = frozenset(
     {"TowlineAgent", "TowlineRunStep", "TowlineToolCalls", "TowlineStatus", "TowlineTotalTokens",

@@ -23,7 +23,7 @@ from scripts import Script, call, calls
 from towline import Agent, Limits, TowlinePlugin, tool
 from towline.capabilities import RedactPII
 from towline.client import run
-from towline.codec import (
+from towline.encryption.codec import (
     ENCODING,
     KEY_ID_METADATA,
     DecryptionError,
@@ -35,8 +35,8 @@ from towline.codec import (
     parse_keys,
 )
 from towline.errors import ConfigurationError, RunError
-from towline.ledger import MEMO_KEY, counters_from_history
-from towline.unreadable_payloads import unreadable_reason
+from towline.runtime.ledger import MEMO_KEY, counters_from_history
+from towline.runtime.unreadable_payloads import unreadable_reason
 
 SECRET = "PAPAYA-7731"
 PROMPT = f"The secret word is {SECRET}. What are 2+3 and 6*7?"

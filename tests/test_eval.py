@@ -1,4 +1,4 @@
-"""`towline eval` / `towline.evals.run_eval`: a dataset's cases as durable, scored runs.
+"""`towline eval` / `towline.testing.evals.run_eval`: a dataset's cases as durable, scored runs.
 
 The docs' dataset runs through the CLI exactly as written (twice: the second attaches to
 the runs of the first); 20 cases survive their worker process being SIGKILLed mid-way,
@@ -23,10 +23,10 @@ from rerun_agents import eval_agent
 from temporalio.client import Client
 
 from towline import Limits
-from towline.eval_evaluators import JsonSchema, Judge, Python, verdict
-from towline.evals import run_eval
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
+from towline.testing.evals import run_eval
+from towline.testing.evaluators import JsonSchema, Judge, Python, verdict
 
 pytestmark = pytest.mark.timeout(120)
 

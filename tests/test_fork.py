@@ -23,13 +23,13 @@ from temporalio.converter import DataConverter
 from timetravel_agents import OTHER_MODEL, SHOP_MODEL, other, shop
 
 from towline.client import fork
-from towline.forking import FORKED_FROM_MEMO, STATE_MEMO_LIMIT, state_snapshot
-from towline.ledger import counters_from_history
 from towline.messages import ModelRequest, UserPart
+from towline.replay.run_history import RecordedRequest, RunHistory, read_run_history
 from towline.results import RunInput, RunResult
-from towline.run_history import RecordedRequest, RunHistory, read_run_history
-from towline.search_attributes import FORKED_FROM
+from towline.runtime.ledger import counters_from_history
+from towline.runtime.search_attributes import FORKED_FROM
 from towline.testing import towline_worker
+from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO_LIMIT, state_snapshot
 
 
 async def _details(handle: WorkflowHandle[Any, Any]) -> str:

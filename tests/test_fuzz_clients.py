@@ -37,9 +37,9 @@ from test_unreadable_payloads import reference
 
 from towline import Agent, tool
 from towline.client import run_error, with_towline
-from towline.codec import EncryptionCodec, StaticKeys
+from towline.encryption.codec import EncryptionCodec, StaticKeys
 from towline.errors import FAILURE_TYPES, InternalError
-from towline.payload_store import PayloadStore
+from towline.storage.payload_store import PayloadStore
 from towline.testing import towline_worker
 
 T = TypeVar("T")

@@ -50,8 +50,8 @@ from test_guard import Doing, answer
 from towline import Agent, Capability, ModelRequestState
 from towline.client import run, start_run, with_towline
 from towline.errors import NondeterministicHook, RunError
-from towline.hashseed import pin_hash_seed, wanted_seed
 from towline.models import FunctionModel
+from towline.runtime.hashseed import pin_hash_seed, wanted_seed
 from towline.testing import towline_worker
 from towline.workflows.guard import Guard, guarded_sync
 

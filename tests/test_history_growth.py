@@ -18,7 +18,7 @@ from towline.activities import request_cache
 from towline.client import run
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
 RECORD = "r" * 300

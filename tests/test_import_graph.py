@@ -59,9 +59,9 @@ NONDETERMINISTIC = ("time", "random", "secrets", "uuid", "threading", "_thread")
 
 IO_MODULES = (
     "towline.activities",  # all I/O of a run, except the two below
-    "towline.cli", "towline.client", "towline.devserver", "towline.codec_server", "towline.codec",
-    "towline.cloud_stores", "towline.payload_store", "towline.registration",
-    "towline.observability", "towline.worker", "towline.plugin", "towline.hashseed",
+    "towline.cli", "towline.client", "towline.devserver", "towline.encryption.codec_server", "towline.encryption.codec",
+    "towline.storage.cloud_stores", "towline.storage.payload_store", "towline.runtime.registration",
+    "towline.telemetry.metrics", "towline.runtime.worker", "towline.runtime.plugin", "towline.runtime.hashseed",
     "towline.replay", "towline.testing",
     "towline.models",  # re-exports the provider models, which live with the activities
 )
@@ -348,3 +348,24 @@ def test_importing_the_workflow_side_loads_no_io(graph: Graph) -> None:
               if "module" in how and _within(n, IO_LIBRARIES)]
         wrong += [f"{chain(module)} imports {name}" for name in io]
     assert not wrong, "\n".join(wrong)
+
+
+TOP_LEVEL_API = {"__init__", "agent", "client", "errors", "events", "media", "media_parts",
+                 "messages", "models", "options", "results", "tools"}
+"""`towline/`'s own modules: the public API. Every other concern is a subpackage."""
+
+
+def test_the_tree_shows_the_architecture() -> None:
+    """At most 15 top-level modules (the public API), each other concern a subpackage whose
+    docstring says what it holds in one line, and no module over 400 lines."""
+    package = REPO / "towline"
+    modules = {p.stem for p in package.glob("*.py")}
+    assert modules == TOP_LEVEL_API and len(modules) <= 15
+    for sub in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file()):
+        doc = ast.get_docstring(ast.parse((sub / "__init__.py").read_text(encoding="utf-8")))
+        assert doc, f"towline/{sub.name} has no docstring"
+        assert doc.splitlines()[0].endswith("."), f"towline/{sub.name}: one line saying what it holds"
+    too_long = {str(p.relative_to(REPO)): n for p in package.rglob("*.py")
+                if "proto" not in p.parts and "__pycache__" not in p.parts
+                and (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not too_long, f"modules over 400 lines: {too_long}"

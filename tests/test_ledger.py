@@ -21,9 +21,9 @@ from scripts import Script, call, calls, text
 from towline import Agent, Capability, Limits, ModelRequestState, ModelRetry, tool
 from towline.client import run, start_run
 from towline.errors import RunError
-from towline.fingerprint import agent_version
-from towline.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.results import Counters
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import towline_worker
 
 

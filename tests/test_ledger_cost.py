@@ -25,13 +25,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline import Agent, ModelResponse, ToolCallPart, tool
-from towline import search_attributes as sa
 from towline.client import start_run, with_towline
-from towline.fingerprint import agent_version
-from towline.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.results import Counters
+from towline.runtime import search_attributes as sa
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import towline_worker
 from towline.workflows import SendInput
 from towline.workflows.run import ATTRIBUTE_STEPS
@@ -108,7 +108,7 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
     events = list((await handle.fetch_history()).events)
 
     # markers: the engine version's (newest id of the cascade) and the agent version's; the
-    # other marker is the `towline.search_attributes` local activity's (the worker's facts)
+    # other marker is the `towline.runtime.search_attributes` local activity's (the worker's facts)
     assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(TEN)}"]
     markers = [e.marker_recorded_event_attributes.marker_name for e in events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]

@@ -17,10 +17,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from towline import Agent, Limits, ModelResponse, Tool, ToolCallPart, tool
-from towline.ledger import counters_from_history
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunInput
+from towline.runtime.ledger import counters_from_history
 from towline.testing import run_to_end, towline_worker
 
 STEPS = 500
@@ -85,7 +85,7 @@ def test_the_collector_pause_nests_and_restores() -> None:
     import gc
     import threading
 
-    from towline.heap import paused_gc
+    from towline.runtime.heap import paused_gc
 
     assert gc.isenabled()
     inner = threading.Event()
@@ -166,7 +166,7 @@ async def test_a_worker_settles_the_heap_it_starts_with(client: Client) -> None:
     collections once, so each one scans only what runs add."""
     import gc
 
-    from towline.heap import settle_heap
+    from towline.runtime.heap import settle_heap
 
     async with towline_worker(client, [brief]):
         for _ in range(100):  # the plugin settles it as the worker starts polling

@@ -38,7 +38,7 @@ from towline.errors import RunError
 from towline.mcp import MCPServer, MCPToolSpec
 from towline.messages import Message
 from towline.models import ModelInfo
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
 pytestmark = pytest.mark.timeout(120)

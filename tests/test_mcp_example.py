@@ -19,7 +19,7 @@ from mcp_helpers import attempts, wait_for
 from readme import REPO, cli_env, read_until, readme, readme_process, stop_process
 from temporalio.client import Client
 
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -29,7 +29,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 
 from towline.client import run_error
 from towline.devserver import free_port
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 pytestmark = pytest.mark.timeout(120)
 

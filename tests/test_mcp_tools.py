@@ -27,8 +27,8 @@ from towline.errors import ConfigurationError, RunError
 from towline.mcp import MCPServer, expand_env
 from towline.messages import Message
 from towline.models import ModelInfo
-from towline.payloads import PAYLOAD_LIMIT
-from towline.plugin import TowlinePlugin
+from towline.runtime.payloads import PAYLOAD_LIMIT
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import execution_histories, towline_worker
 from towline.workflows import AgentRun
 

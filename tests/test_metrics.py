@@ -1,7 +1,7 @@
 """Metrics in real runs: Temporal's runtime metrics and towline's, on one Prometheus endpoint.
 
 The worker's client uses a Temporal `Runtime` with a Prometheus endpoint on a free
-loopback port (`towline.observability.prometheus_runtime`); the tests scrape its text.
+loopback port (`towline.telemetry.metrics.prometheus_runtime`); the tests scrape its text.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from towline.capabilities import ToolApproval
 from towline.client import run, start_run
 from towline.devserver import free_port
 from towline.errors import RunError
-from towline.observability import METRICS, prometheus_runtime
+from towline.telemetry.metrics import METRICS, prometheus_runtime
 from towline.workflows import ApprovalDecision
 
 

@@ -45,11 +45,11 @@ from temporalio.converter import (
 from temporalio.worker import Worker
 
 from towline.client import start_run, with_towline
-from towline.codec import EncryptionCodec, StaticKeys
-from towline.codec_server import CodecServer, secret_path
 from towline.devserver import free_port
-from towline.http_guard import HostCheck, bearer_matches
-from towline.payload_store import FileStorageDriver, InvalidPayloadReference
+from towline.encryption.codec import EncryptionCodec, StaticKeys
+from towline.encryption.codec_server import CodecServer, secret_path
+from towline.serve.http_guard import HostCheck, bearer_matches
+from towline.storage.payload_store import FileStorageDriver, InvalidPayloadReference
 
 pytestmark = pytest.mark.timeout(120)
 

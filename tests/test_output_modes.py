@@ -23,10 +23,10 @@ from towline import Agent, Limits, Middleware, ModelResponse, RetryPart, tool
 from towline.capabilities.state import ModelCallRequest
 from towline.client import run, run_error, start_run
 from towline.errors import ConfigurationError
-from towline.fingerprint import agent_version, describe_agent
-from towline.ledger import counters_from_history
 from towline.messages import ModelRequest, SystemPart, TextPart
 from towline.models import ModelInfo, TestModel
+from towline.runtime.fingerprint import agent_version, describe_agent
+from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
 from towline.workflows.output import PROMPTED_OUTPUT
 

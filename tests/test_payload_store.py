@@ -33,13 +33,13 @@ from temporalio.worker import Worker
 
 from towline import Agent, tool
 from towline.client import run, with_towline
-from towline.codec import ENCODING, EncryptionCodec, StaticKeys
+from towline.encryption.codec import ENCODING, EncryptionCodec, StaticKeys
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from towline.models import FunctionModel, ModelInfo
-from towline.payload_store import PayloadStore, payload_store
-from towline.payloads import PAYLOAD_LIMIT
 from towline.results import RunInput, RunResult
+from towline.runtime.payloads import PAYLOAD_LIMIT
+from towline.storage.payload_store import PayloadStore, payload_store
 from towline.testing import history_events, run_to_end, towline_worker
 
 pytestmark = pytest.mark.timeout(180)

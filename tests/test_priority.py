@@ -3,7 +3,7 @@ which runs with the priority matcher, fairness and one partition per task queue
 (`towline.devserver.MATCHING_CONFIG`).
 
 A backlog is made the way it happens: runs whose model calls go to a model queue
-(`towline.fleet`) that no worker polls yet; then one worker with a single slot takes them
+(`towline.fleet.routing`) that no worker polls yet; then one worker with a single slot takes them
 one at a time, and the order it gets them is the order Temporal dispatches them.
 """
 
@@ -21,12 +21,12 @@ from temporalio.worker import Replayer, Worker
 
 from towline import Agent
 from towline.client import start_run, with_towline
-from towline.fleet import ModelRoutes
+from towline.fleet.routing import ModelRoutes
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
-from towline.plugin import TowlinePlugin
 from towline.results import RunInput
-from towline.worker import model_queue_workers
+from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.worker import model_queue_workers
 from towline.workflows import AgentRun
 
 dispatched: list[str] = []

@@ -31,8 +31,8 @@ from readme import cli_env, read_until, readme, readme_process, stop_process
 from temporalio.api.common.v1 import Payloads
 from temporalio.client import Client
 
-from towline.codec import ENCODING
 from towline.devserver import temporal_binary
+from towline.encryption.codec import ENCODING
 
 READY = "Ctrl-C stops"
 

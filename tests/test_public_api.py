@@ -23,7 +23,7 @@ DESIGN_NAMES = {
         "Capability", "Middleware", "run_before_model_request", "run_after_model_request",
         "run_before_tool_execute", "run_after_tool_execute",
     ],
-    "towline.ledger": ["counters_from_history", "RunCounters"],
+    "towline.runtime.ledger": ["counters_from_history", "RunCounters"],
     "towline.workflows": ["AgentRun", "call_model", "current_run"],
     "towline.mcp": ["MCPServer", "MCPTool", "MCPToolSpec"],
 }
@@ -65,7 +65,7 @@ def test_design_names_are_exported_from_towline() -> None:
 def test_same_objects_everywhere() -> None:
     from towline.capabilities import Capability, Middleware
     from towline.messages import Remove, RemoveAll, Usage
-    from towline.plugin import TowlinePlugin
+    from towline.runtime.plugin import TowlinePlugin
 
     assert towline.Capability is Capability and towline.Middleware is Middleware
     assert (towline.Usage, towline.Remove, towline.RemoveAll) == (Usage, Remove, RemoveAll)

@@ -2,7 +2,7 @@
 
 A client that queries a run as soon as it starts (`towline pending`, the UI's
 stack-trace view, a test polling `state`) can reach it during its first workflow
-task, while the `towline.search_attributes` local activity runs. The SDK may then
+task, while the `towline.runtime.search_attributes` local activity runs. The SDK may then
 send the activity's marker in that task and the commands after it in the next. A
 replay resolves the activity in the first task again, so a `workflow.patched` made
 right after it would find no marker there and fail the replay with a

@@ -42,8 +42,8 @@ from rate_limit import (  # pyright: ignore[reportMissingImports]
 
 from towline.client import with_towline
 from towline.errors import ConfigurationError
-from towline.fleet import Dispatch, ModelRoute, ModelRoutes, model_queue_for, run_priority
-from towline.worker import fleet_workers
+from towline.fleet.routing import Dispatch, ModelRoute, ModelRoutes, model_queue_for, run_priority
+from towline.runtime.worker import fleet_workers
 
 RPS = 5
 RUNS = 20

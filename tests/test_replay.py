@@ -29,8 +29,6 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from towline import Agent, tool
-from towline.converter import TowlinePayloadConverter
-from towline.fingerprint import agent_version
 from towline.messages import (
     BinaryContent,
     ModelRequest,
@@ -40,11 +38,13 @@ from towline.messages import (
     media_in,
 )
 from towline.models import FunctionModel
-from towline.plugin import TowlinePlugin
 from towline.results import RunInput, RunResult
+from towline.runtime.converter import TowlinePayloadConverter
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_2
+from towline.workflows.versions import ENGINE_2, ENGINE_3
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -221,3 +221,40 @@ async def test_a_cascade_history_without_its_engine_marker_does_not_replay() -> 
     history = WorkflowHistory.from_json("history-engine", data)
     result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, NondeterminismError)
+
+
+def test_the_engine_3_histories_record_what_this_release_adds() -> None:
+    """Recorded by the code of issues 21-23 (`tests/history_engine3.py`), read back from the
+    histories themselves: one engine-3 marker, priorities and the routed model queue on the
+    activities, the contributed state in the memo beside the counters (carried across
+    continue-as-new), a fork's lineage, and a reused approved call id asked about again."""
+    todo = [load_history(HISTORIES / f"history-engine3-todo{s}.json").events
+            for s in ("", ".run2", ".run3")]
+    assert patch_ids(todo[0])[0] == ENGINE_3
+    for events in todo:
+        models = [e.activity_task_scheduled_event_attributes for e in events
+                  if e.HasField("activity_task_scheduled_event_attributes")]
+        assert models and all(
+            (m.task_queue.name, m.priority.priority_key, m.priority.fairness_key)
+            == ("towline-history-models", 2, "acme") for m in models)
+    states = [json.loads(e.workflow_properties_modified_event_attributes.upserted_memo
+                         .fields["towline.state"].data)
+              for events in todo for e in events
+              if e.HasField("workflow_properties_modified_event_attributes")
+              and "towline.state" in e.workflow_properties_modified_event_attributes.upserted_memo.fields]
+    assert [t["status"] for t in states[-1]["todos"]] == ["completed", "completed"]
+    carried = todo[2][0].workflow_execution_started_event_attributes.memo.fields
+    assert "towline.state" in carried and "towline.counters" in carried
+
+    fork = load_history(HISTORIES / "history-engine3-fork.json").events
+    lineage = fork[0].workflow_execution_started_event_attributes.memo.fields["towline.forked_from"]
+    assert json.loads(lineage.data) == {"run_id": "history-tools", "step": 1}
+
+    approval = load_history(HISTORIES / "history-engine3-approval.json").events
+    accepted = [e for e in approval if e.HasField("workflow_execution_update_accepted_event_attributes")]
+    decided = [json.loads(e.workflow_execution_update_accepted_event_attributes.accepted_request
+                          .input.args.payloads[0].data)["call_id"] for e in accepted]
+    assert decided == ["p1", "p1"]  # the second `p1` waited for its own approval
+    pays = [e for e in approval if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "towline.tool.pay"]
+    assert len(pays) == 2

@@ -16,9 +16,9 @@ from temporalio.worker import Replayer
 from towline import Agent
 from towline.capabilities import Summarization
 from towline.client import start_run
-from towline.plugin import TowlinePlugin
 from towline.replay import ReplayOutcome, replay_histories
-from towline.replay_requests import RequestJournal, recorded_requests
+from towline.replay.requests import RequestJournal, recorded_requests
+from towline.runtime.plugin import TowlinePlugin
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
 

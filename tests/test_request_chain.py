@@ -36,8 +36,9 @@ from towline.messages import (
     UserPart,
 )
 from towline.models import FunctionModel, ModelConnectionError, ModelInfo
-from towline.plugin import TowlinePlugin
-from towline.request_chain import (
+from towline.results import RunInput, RunResult
+from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.request_chain import (
     ROOT,
     ChainedRequest,
     RequestAnswer,
@@ -47,7 +48,6 @@ from towline.request_chain import (
     RequestQuery,
     chain_keys,
 )
-from towline.results import RunInput, RunResult
 from towline.testing import history_events, run_to_end, towline_worker
 from towline.tools import ToolDefinition
 

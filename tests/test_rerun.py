@@ -28,8 +28,8 @@ from rerun_agents import (
 from temporalio.client import Client
 
 from towline.client import run
-from towline.rerun_report import normal_messages, request_differences
 from towline.testing import rerun, towline_worker
+from towline.testing.rerun_report import normal_messages, request_differences
 
 HISTORY = REPO / "tests" / "histories" / "history-tools.json"
 DOCS = REPO / "docs" / "time-travel.md"
@@ -37,7 +37,7 @@ DOCS = REPO / "docs" / "time-travel.md"
 
 def test_requests_are_compared_without_their_ids() -> None:
     from towline.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPart
-    from towline.request_chain import RequestDefinitions
+    from towline.runtime.request_chain import RequestDefinitions
 
     def convo(ids: tuple[str, str], call: str, city: str) -> list[Any]:
         return [ModelRequest(id=ids[0], parts=[UserPart(content="hi")]),
@@ -146,7 +146,7 @@ async def test_the_docs_pytest_example_runs_as_written(monkeypatch: pytest.Monke
 
 
 def test_history_path_of_a_later_execution_finds_the_first(tmp_path: Path) -> None:
-    from towline.rerun import load_histories
+    from towline.testing.rerun import load_histories
 
     chain = load_histories(REPO / "tests" / "histories" / "history-continue-as-new.run2.json")
     assert len(chain) == 3

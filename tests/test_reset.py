@@ -38,9 +38,9 @@ from timetravel_agents import charges, lookups, shop
 
 from examples.calculator import agents as calculator_agents
 from towline.client import start_run
-from towline.ledger import counters_from_history, decode_counters
 from towline.results import Counters, RunResult
-from towline.search_attributes import RUN_STEP, STATUS, TOOL_CALLS, TOTAL_TOKENS
+from towline.runtime.ledger import counters_from_history, decode_counters
+from towline.runtime.search_attributes import RUN_STEP, STATUS, TOOL_CALLS, TOTAL_TOKENS
 from towline.testing import towline_worker
 
 MODEL = "towline.model_request"

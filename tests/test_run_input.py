@@ -12,10 +12,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
 from towline import Agent, RunError
-from towline import search_attributes as sa
 from towline.client import run, run_error, start_run
 from towline.devserver import temporal_binary
-from towline.ledger import counters_from_history
+from towline.runtime import search_attributes as sa
+from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
 
 agent = Agent(name="input-checks", model="test")

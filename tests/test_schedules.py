@@ -18,7 +18,7 @@ from temporalio.client import Client
 from examples.calculator import agent as calculator
 from towline.client import DEFAULT_TASK_QUEUE
 from towline.errors import ConfigurationError
-from towline.schedules import parse_every
+from towline.fleet.schedules import parse_every
 from towline.testing import towline_worker
 
 NAME = "hourly-sums"

@@ -25,7 +25,7 @@ from readme import cli_env, read_until, readme_process, stop_process
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from towline.events import RunEvent
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 from towline.serve.agui import TurnMapper, history, sse, user_text
 from towline.serve.app import ServeConfig
 

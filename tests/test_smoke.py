@@ -32,10 +32,10 @@ async def test_test_model_runs_tool_and_answers(client: Client) -> None:
 async def test_worker_given_the_plugin_over_a_plain_client(client: Client, task_queue: str) -> None:
     """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as DESIGN.md promises.
 
-    (`towline.worker.create_worker` builds exactly that worker.)
+    (`towline.runtime.worker.create_worker` builds exactly that worker.)
     """
     from towline.client import connect
-    from towline.worker import create_worker
+    from towline.runtime.worker import create_worker
 
     target = client.service_client.config.target_host
     async with create_worker(client, [agent], task_queue=task_queue):

@@ -14,8 +14,8 @@ from towline.client import run, start_run
 from towline.devserver import DevServerProcess
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
-from towline.registration import registered_search_attributes
-from towline.search_attributes import SQL_VISIBILITY_KEYS
+from towline.runtime.registration import registered_search_attributes
+from towline.runtime.search_attributes import SQL_VISIBILITY_KEYS
 from towline.testing import towline_worker
 
 released = asyncio.Event()

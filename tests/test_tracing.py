@@ -33,7 +33,7 @@ from temporalio.worker import Worker
 from towline import TowlinePlugin
 from towline.activities.telemetry import CAPTURE_ENV
 from towline.client import run
-from towline.observability import configure_tracing, tracing_plugin
+from towline.telemetry.metrics import configure_tracing, tracing_plugin
 
 
 class Exporters:

@@ -31,7 +31,7 @@ from temporalio.converter import JSONProtoPayloadConverter
 
 from towline import Agent
 from towline.client import run_error, with_towline
-from towline.payload_store import PayloadStore
+from towline.storage.payload_store import PayloadStore
 from towline.testing import towline_worker
 
 agent = Agent(name="unreadable", model="test")

@@ -30,9 +30,9 @@ from temporalio.client import Client, WorkflowHandle
 from towline import Agent, Limits, ModelSettings, tool
 from towline.capabilities import HistoryWindow, ToolApproval
 from towline.client import run
-from towline.fingerprint import agent_version
-from towline.ledger import counters_from_history
 from towline.results import RunInput, RunResult
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.ledger import counters_from_history
 from towline.testing import assert_replays, load_history, replay_runs, towline_worker
 
 TESTS_ON_PATH = {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
@@ -42,7 +42,7 @@ TESTS_ON_PATH = {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])
 
 
 def test_the_version_is_the_same_in_every_process() -> None:
-    code = ("from towline.fingerprint import agent_version; import examples.calculator as c; "
+    code = ("from towline.runtime.fingerprint import agent_version; import examples.calculator as c; "
             "print(' '.join(agent_version(a) for a in c.agents))")
     seen = {
         subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, text=True,

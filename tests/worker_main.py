@@ -31,7 +31,7 @@ from temporalio.worker import (
     Worker,
 )
 
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 
 class _DieBefore(Interceptor):

@@ -8,7 +8,7 @@ runtime-owned counters exactly as the runtime confirmed them.
 from towline.agent import Agent
 from towline.capabilities.base import Capability, Middleware
 from towline.capabilities.state import ModelCallRequest, ModelRequestState
-from towline.codec import EncryptionCodec, KeyProvider
+from towline.encryption.codec import EncryptionCodec, KeyProvider
 from towline.errors import (
     Cancelled,
     CapabilityViolation,
@@ -56,9 +56,9 @@ from towline.messages import (
     UserPart,
 )
 from towline.options import Limits, ModelSettings
-from towline.payload_store import FileStorageDriver, PayloadStore
-from towline.plugin import TowlinePlugin
 from towline.results import Counters, PartialRun, RunInput, RunResult
+from towline.runtime.plugin import TowlinePlugin
+from towline.storage.payload_store import FileStorageDriver, PayloadStore
 from towline.tools import Tool, ToolCall, ToolContext, ToolDefinition, ToolResult, ToolReturn, tool
 
 __all__ = [

@@ -29,8 +29,8 @@ from towline.capabilities.base import (
 )
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
-from towline.model_types import Model
 from towline.options import Limits, ModelSettings, OutputMode
+from towline.runtime.model_types import Model
 from towline.tools import Tool, ToolDefinition
 
 __all__ = ["Agent", "OUTPUT_TOOL_NAME"]

@@ -26,18 +26,18 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
-from towline.codec import EncryptionCodec
+from towline.encryption.codec import EncryptionCodec
 from towline.errors import RunError
 from towline.events import EVENTS_TOPIC, RunEvent
-from towline.fingerprint import agent_version
-from towline.fleet import ModelRoutes, run_priority
+from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
-from towline.payload_store import PayloadStore
-from towline.plugin import TowlinePlugin
 from towline.results import PartialRun, RunInput, RunResult
-from towline.search_attributes import start_attributes
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.search_attributes import start_attributes
+from towline.storage.payload_store import PayloadStore
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
            "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
@@ -69,8 +69,8 @@ async def connect(
 ) -> Client:
     """Connect with towline's plugin (data converter; agents for workers built from it).
 
-    `encryption` encrypts payloads (`towline.codec`); `payload_store` keeps large
-    payloads out of the history (`towline.payload_store`); `plugins` go before towline's
+    `encryption` encrypts payloads (`towline.encryption.codec`); `payload_store` keeps large
+    payloads out of the history (`towline.storage.payload_store`); `plugins` go before towline's
     (e.g. `towline.observability.tracing_plugin()`).
     """
     return await Client.connect(
@@ -142,7 +142,7 @@ async def start_run(
     `TowlinePlugin(allowed_models=...)`). `stream` streams the model's text to the run's
     live events (`events`) or not, whatever the agent's `ModelSettings.stream` says.
     `priority` (1 first ... 5 last) and `tenant` are Temporal's priority and fairness keys,
-    for the run and everything it schedules (`towline.fleet`).
+    for the run and everything it schedules (`towline.fleet.routing`).
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
@@ -184,10 +184,10 @@ async def fork(
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a new run from run `run_id`'s conversation before step `at_step`; its handle.
 
-    See `towline.timetravel.fork` (`towline fork`): the state as it was then, counters from
+    See `towline.timetravel.travel.fork` (`towline fork`): the state as it was then, counters from
     zero, lineage in memo `towline.forked_from`; `prompt` is a new user message after it.
     """
-    from towline.timetravel import fork as fork_run
+    from towline.timetravel.travel import fork as fork_run
 
     return await fork_run(client, run_id, at_step=at_step, prompt=prompt, model=model, id=id,
                           task_queue=task_queue)
@@ -198,10 +198,10 @@ async def create_schedule(
 ) -> ScheduleHandle:
     """Run `agent` on `prompt` on a Temporal Schedule named `name`; its `ScheduleHandle`.
 
-    See `towline.schedules.create_schedule` (`towline schedule create`) for the options
+    See `towline.fleet.schedules.create_schedule` (`towline schedule create`) for the options
     (`cron=` or `every=`, `overlap=`, `task_queue=`, `max_steps=`, ...).
     """
-    from towline.schedules import create_schedule as create
+    from towline.fleet.schedules import create_schedule as create
 
     return await create(client, name, agent, prompt, **options)
 

@@ -33,7 +33,7 @@ from towline.messages import (
     Usage,
     UserPart,
 )
-from towline.model_types import (
+from towline.runtime.model_types import (
     RETRYABLE_STATUSES,
     Model,
     ModelConnectionError,

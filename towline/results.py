@@ -12,11 +12,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from towline.mcp_spec import MCPToolSpec
+from towline.mcp.spec import MCPToolSpec
 from towline.messages import Message, Usage, UserContent, no_messages
 from towline.options import Limits
-from towline.payloads import PAYLOAD_LIMIT
-from towline.request_chain import RequestChain
+from towline.runtime.payloads import PAYLOAD_LIMIT
+from towline.runtime.request_chain import RequestChain
 
 __all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
            "LEDGER_SCHEMA_VERSION"]
@@ -58,7 +58,7 @@ class Counters(BaseModel):
     unpriced_requests: int = 0
     """Model requests whose price is not known; `cost_micros` is then a lower bound."""
     agent_version: str | None = None
-    """The version of the agent definition the run started with (`towline.fingerprint`);
+    """The version of the agent definition the run started with (`towline.runtime.fingerprint`);
     None in snapshots written before towline recorded versions."""
 
     @property
@@ -75,7 +75,7 @@ class Counters(BaseModel):
 class WorkerFacts(BaseModel):
     """What the worker that started a run found, recorded in the run's history.
 
-    The `towline.search_attributes` local activity answers it when a run starts (its
+    The `towline.runtime.search_attributes` local activity answers it when a run starts (its
     marker makes replay independent of the replaying worker), and continue-as-new
     carries it, so later executions ask no worker again.
     """
@@ -88,7 +88,7 @@ class WorkerFacts(BaseModel):
     """The largest payload the run may write (larger with a payload store)."""
     model_queues: dict[str, str] = Field(default_factory=dict)
     """Model-name pattern -> task queue of the run's model calls, first match wins
-    (`towline.fleet`; empty: the run's own queue)."""
+    (`towline.fleet.routing`; empty: the run's own queue)."""
 
 
 class ResumeState(BaseModel):
@@ -151,7 +151,7 @@ class RunInput(BaseModel):
     """
     priority: int | None = Field(default=None, ge=1, le=5)
     """Temporal's priority key of the run and of every activity and child run it schedules:
-    1 is dispatched first, 5 last (None: Temporal's default, 3). See `towline.fleet`."""
+    1 is dispatched first, 5 last (None: Temporal's default, 3). See `towline.fleet.routing`."""
     tenant: str | None = Field(default=None, min_length=1, max_length=64)
     """Temporal's fairness key of the same: backlogged tasks are shared out fairly between
     tenants (at most 64 bytes; None: no tenant)."""

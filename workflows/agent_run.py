@@ -19,8 +19,6 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from towline import search_attributes as sa
-from towline import telemetry
 from towline.activities.io import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
@@ -34,18 +32,15 @@ from towline.errors import (
     UsageLimitExceeded,
 )
 from towline.events import preview
-from towline.fleet import Dispatch
-from towline.forking import run_lineage
-from towline.ledger import MEMO_KEY, to_proto
-from towline.messages import (
-    ModelRequest,
-    UserContent,
-    UserPart,
-    prompt_text,
-)
-from towline.registry import WorkerAgents, worker_agents
-from towline.request_chain import RequestBook
+from towline.fleet.routing import Dispatch
+from towline.messages import ModelRequest, UserContent, UserPart, prompt_text
 from towline.results import Counters, PartialRun, RunInput, RunResult, WorkerFacts
+from towline.runtime import search_attributes as sa
+from towline.runtime.ledger import MEMO_KEY, to_proto
+from towline.runtime.registry import WorkerAgents, worker_agents
+from towline.runtime.request_chain import RequestBook
+from towline.telemetry import tracing as telemetry
+from towline.timetravel.lineage import run_lineage
 
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
@@ -126,13 +121,13 @@ class AgentRun(RunHandlers):
         """The run's payload limit (`WorkerFacts.payload_limit`), read by `run.oversize`."""
         self._facts = WorkerFacts()
         self.dispatch = Dispatch()
-        """Fleet: the run's model routes and priority (`towline.fleet.current_dispatch`)."""
+        """Fleet: the run's model routes and priority (`towline.fleet.routing.current_dispatch`)."""
         self._ended = False
         self._released = False
 
     @workflow.run
     async def run(self, *args: Any) -> RunResult:
-        # The input is taken untyped and decoded here (see `towline.converter`): input that
+        # The input is taken untyped and decoded here (see `towline.runtime.converter`): input that
         # does not decode must end the run with InvalidRunInput, not fail the workflow
         # task, which Temporal would retry forever with the run stuck.
         engine()  # the engine-version marker comes first (see `versions`)

@@ -16,8 +16,8 @@ from temporalio import workflow
 
 from towline.errors import PayloadTooLarge
 from towline.messages import UserContent
-from towline.request_chain import RequestBook, RequestChain
 from towline.results import ResumeState, RunInput, WorkerFacts
+from towline.runtime.request_chain import RequestBook, RequestChain
 
 from .run import Run, oversize, run_payload_limit
 

@@ -57,7 +57,7 @@ from temporalio import workflow
 from temporalio.worker.workflow_sandbox import RestrictedWorkflowAccessError
 
 from towline.errors import NondeterministicHook, runtime_failure
-from towline.heap import paused_gc
+from towline.runtime.heap import paused_gc
 
 from .watchlist import (
     C_CALLS,

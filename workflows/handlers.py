@@ -22,9 +22,9 @@ from towline.messages import (
     UserPart,
     prompt_text,
 )
-from towline.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
-from towline.request_refs import REQUEST_QUERY
 from towline.results import RunInput
+from towline.runtime.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
+from towline.runtime.request_refs import REQUEST_QUERY
 
 from .events import emit
 from .hook_api import HookApi
@@ -130,7 +130,7 @@ class RunHandlers(HookApi):
     @workflow.query(name=REQUEST_INPUT_QUERY)
     def request_input(self, query: RequestQuery) -> str:
         """An in-flight model request's messages (after a key the worker holds) and
-        definitions, as JSON: what a model activity's worker lacks (`towline.request_chain`)."""
+        definitions, as JSON: what a model activity's worker lacks (`towline.runtime.request_chain`)."""
         return self.request_book.answer(query).model_dump_json()
 
     @workflow.query(name=REQUEST_QUERY)

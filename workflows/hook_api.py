@@ -14,9 +14,9 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 
-from towline import telemetry
 from towline.errors import Cancelled, InternalError, runtime_failure
 from towline.messages import Usage
+from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
 from .events import emit

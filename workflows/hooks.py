@@ -20,7 +20,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from towline import telemetry
 from towline.capabilities.base import (
     CapabilityLike,
     Middleware,
@@ -42,7 +41,6 @@ from towline.errors import (
     is_runtime_failure,
     runtime_failure,
 )
-from towline.fingerprint import describe_capability
 from towline.messages import (
     MESSAGES,
     Message,
@@ -53,7 +51,9 @@ from towline.messages import (
     Usage,
 )
 from towline.options import ModelSettings
-from towline.registry import worker_agents
+from towline.runtime.fingerprint import describe_capability
+from towline.runtime.registry import worker_agents
+from towline.telemetry import tracing as telemetry
 
 from .guard import Guard, guarded, guarded_sync, is_user_code
 

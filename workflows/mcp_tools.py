@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from towline.activities.io import ToolActivityInput
 from towline.errors import ConfigurationError, MCPServerUnavailable
-from towline.fleet import current_dispatch
+from towline.fleet.routing import current_dispatch
 from towline.mcp import (
     NOT_STARTED,
     MCPCallInput,

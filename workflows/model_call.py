@@ -24,10 +24,10 @@ from towline.errors import (
     PayloadTooLarge,
     runtime_failure,
 )
-from towline.fleet import current_dispatch
+from towline.fleet.routing import current_dispatch
 from towline.messages import Message, ModelResponse, Usage
 from towline.options import ModelSettings, OutputMode
-from towline.request_chain import RequestBook, RequestDefinitions
+from towline.runtime.request_chain import RequestBook, RequestDefinitions
 from towline.tools import ToolDefinition
 
 from .run import oversize, run_payload_limit
@@ -67,7 +67,7 @@ async def call_model(
     `output_mode` and `output_schema` (the output's JSON schema, in the `native` and
     `prompted` modes) reach the model in its `ModelInfo`.
 
-    Inside an `AgentRun`, the request travels by reference (`towline.request_chain`):
+    Inside an `AgentRun`, the request travels by reference (`towline.runtime.request_chain`):
     its input names the messages a worker already holds with one key, so its size
     does not grow with the conversation.
     """
@@ -99,7 +99,7 @@ async def call_model(
         # (say, a provider adapter's tool call whose args are a list) would otherwise
         # fail the workflow *task* and leave the run stuck, retrying forever.
         # Fleet: the model's own task queue (a shared rate limit) and the run's priority;
-        # both default (the run's queue, no priority) before engine 3 (see `towline.fleet`).
+        # both default (the run's queue, no priority) before engine 3 (see `towline.fleet.routing`).
         dispatch = current_dispatch()
         raw: Any = await workflow.execute_activity(
             MODEL_ACTIVITY, inp,

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import OutputRetriesExhausted
 from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart
-from towline.output_schema import unstrict
+from towline.runtime.output_schema import unstrict
 from towline.tools import ToolCall
 
 from .guard import Guard, guarded_sync

@@ -2,7 +2,7 @@
 every workflow instance, not re-imported per run): towline itself and the pure libraries its
 workflow code uses.
 
-The worker's sandbox runner (`towline.plugin`) passes them through, and the hook guard
+The worker's sandbox runner (`towline.runtime.plugin`) passes them through, and the hook guard
 (`towline.workflows.watchlist`) does not watch their calls, since the engine runs them inside
 user hooks too. One list for both, in a module of its own that imports nothing, so the guard
 needs no import of the plugin, which imports the workflows.

@@ -15,16 +15,16 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
-from towline import search_attributes as sa
 from towline.agent import Agent
 from towline.errors import UsageLimitExceeded, runtime_failure
-from towline.forking import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
-from towline.ledger import MEMO_KEY, format_cost, to_proto
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
-from towline.payloads import PAYLOAD_LIMIT, payload_size
 from towline.results import Counters, PartialRun
+from towline.runtime import search_attributes as sa
+from towline.runtime.ledger import MEMO_KEY, format_cost, to_proto
+from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
+from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
 from towline.tools import Tool
 
 __all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS", "ATTRIBUTE_SECONDS", "oversize",
@@ -119,7 +119,7 @@ class Run:
     """A prefix of `messages` without unpaired calls, and the returns its calls left unused."""
     record_state: bool = False
     """Engine 3: `confirm` records the contributed state in memo `towline.state` when it
-    changes (`towline.forking`: what a fork starts from)."""
+    changes (`towline.timetravel.lineage`: what a fork starts from)."""
     recorded_state: dict[str, Any] = field(default_factory=dict[str, Any])
     """The state last recorded in the memo (or carried into this execution)."""
     lineage: Any = None

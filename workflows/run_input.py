@@ -22,9 +22,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 from towline.errors import InvalidRunInput
-from towline.heap import paused_gc
 from towline.results import RunInput
-from towline.unreadable_payloads import unreadable_reason
+from towline.runtime.heap import paused_gc
+from towline.runtime.unreadable_payloads import unreadable_reason
 
 __all__ = ["decode_run_input", "agent_named_in", "describe_errors"]
 

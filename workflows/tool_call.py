@@ -19,11 +19,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from towline import telemetry
 from towline.activities.io import ENTERED_KEY, ToolActivityResult
 from towline.errors import ModelRetry, ToolError, is_runtime_failure
-from towline.fleet import current_dispatch
+from towline.fleet.routing import current_dispatch
 from towline.messages import ToolCallPart, ToolReturnStatus, Usage
+from towline.telemetry import tracing as telemetry
 from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
 from .guard import Guard, guarded, is_user_code

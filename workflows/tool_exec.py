@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from towline import telemetry
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.errors import (
     Cancelled,
@@ -36,6 +35,7 @@ from towline.errors import (
 )
 from towline.events import preview
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
+from towline.telemetry import tracing as telemetry
 from towline.tools import ToolContext, ToolDefinition
 
 from .events import emit

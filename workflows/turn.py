@@ -15,7 +15,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from towline import telemetry
 from towline.capabilities.base import CapabilityLike, hook_of
 from towline.capabilities.state import (
     AgentView,
@@ -41,6 +40,7 @@ from towline.messages import (
     ToolCallPart,
     Usage,
 )
+from towline.telemetry import tracing as telemetry
 from towline.tools import ToolDefinition
 
 from .hooks import (

@@ -27,7 +27,7 @@ How a change is versioned (the engine-version cascade):
   and is True without a marker in every cascade version (each of those changes is
   part of `ENGINE_2`).
 - The agent version is the run's other marker (`version_patch`), made in the same
-  first workflow task, before the `towline.search_attributes` local activity.
+  first workflow task, before the `towline.runtime.search_attributes` local activity.
 
 Remove a branch only once no run that could reach the old path can still be
 replayed (then use `workflow.deprecate_patch(ID)` for one release).
@@ -80,7 +80,7 @@ TOOL_ENTRY = "towline-tool-entry"
 started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
 
 AGENT_VERSIONS = "towline-agent-versions"
-"""A run records its agent's version (`towline.fingerprint`) when it starts: in the ledger
+"""A run records its agent's version (`towline.runtime.fingerprint`) when it starts: in the ledger
 memo, the `TowlineAgentVersion` search attribute and a `version_patch` marker, which a
 worker replaying the run checks against its own agents."""
 
@@ -96,7 +96,7 @@ payload limit) from its input instead of asking the worker again (no local activ
 
 VERSION_FIRST = "towline-version-first"
 """The run's agent version (`AGENT_VERSIONS` and `version_patch` markers) is decided before the
-`towline.search_attributes` local activity, not after it. A query that reaches a run during its
+`towline.runtime.search_attributes` local activity, not after it. A query that reaches a run during its
 first workflow task can make the SDK send the local activity's marker in that task and the
 commands that follow it in the next; a replay then calls `workflow.patched` where the history
 has no marker yet, and fails with a nondeterminism error (3 of 20 runs queried at once did)."""

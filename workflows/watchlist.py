@@ -241,7 +241,7 @@ def owner_hit(owner: Any, fn: Any, frame: FrameType) -> Hit | None:
 def _library_roots() -> tuple[str, ...]:
     """Folders of code that is not the user's: the standard library, temporalio, and what
     towline passes through Temporal's sandbox (towline itself and the libraries its workflow
-    code uses, as `towline.plugin.PASSTHROUGH_MODULES` lists them). Their calls are not
+    code uses, as `towline.runtime.plugin.PASSTHROUGH_MODULES` lists them). Their calls are not
     watched: the engine runs them inside user hooks too (a wrapped model call's tracing)."""
     # the standard library's own folder (a venv's `platstdlib` would hold site-packages too)
     roots: set[str] = {os.path.dirname(sysconfig.__file__), sysconfig.get_paths()["stdlib"]}

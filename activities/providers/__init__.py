@@ -12,7 +12,7 @@ with `ModelRequestFailed` saying which extra to install.
 
 from __future__ import annotations
 
-from towline.model_types import Model
+from towline.runtime.model_types import Model
 
 from ._common import ProviderModel
 from .anthropic import AnthropicModel

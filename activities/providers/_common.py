@@ -28,27 +28,12 @@ from temporalio import activity
 
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
-from towline.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
+from towline.runtime.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
 
 __all__ = [
-    "ProviderModel",
-    "Endpoint",
-    "import_sdk",
-    "cached_client",
-    "items",
-    "field_map",
-    "parse_args",
-    "return_text",
-    "retry_text",
-    "priced",
-    "status_error",
-    "connection_error",
-    "provider_message",
-    "remember_secrets",
-    "request_timeout",
-    "DEFAULT_TIMEOUT",
-    "unsupported_media",
-    "own_thinking",
+    "ProviderModel", "Endpoint", "import_sdk", "cached_client", "items", "field_map", "parse_args",
+    "return_text", "retry_text", "priced", "status_error", "connection_error", "provider_message",
+    "remember_secrets", "request_timeout", "DEFAULT_TIMEOUT", "unsupported_media", "own_thinking",
 ]
 
 DEFAULT_TIMEOUT = 600.0

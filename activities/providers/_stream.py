@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from towline.activities.streaming import text_delta, thinking_delta
-from towline.model_types import ModelConnectionError
+from towline.runtime.model_types import ModelConnectionError
 
 from ._common import Endpoint, field_map, items, request_timeout, status_error
 from ._sdk_errors import anthropic_error, openai_error

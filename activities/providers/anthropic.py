@@ -23,7 +23,7 @@ from towline.messages import (
     ToolCallPart,
     Usage,
 )
-from towline.model_types import ModelInfo
+from towline.runtime.model_types import ModelInfo
 
 from ._common import (
     Endpoint,

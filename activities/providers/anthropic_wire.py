@@ -48,9 +48,9 @@ from towline.messages import (
     UserPart,
     as_media,
 )
-from towline.model_types import ModelInfo
 from towline.options import Thinking
-from towline.output_schema import strict_schema
+from towline.runtime.model_types import ModelInfo
+from towline.runtime.output_schema import strict_schema
 
 from ._common import own_thinking, retry_text, unsupported_media
 from ._media import data_url_bytes, media_type, split_return

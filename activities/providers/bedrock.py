@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse
-from towline.model_types import ModelInfo
+from towline.runtime.model_types import ModelInfo
 
 from ._common import Endpoint, import_sdk
 from .anthropic import AnthropicModel

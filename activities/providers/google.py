@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from towline.activities.streaming import text_delta, thinking_delta
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse
-from towline.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
+from towline.runtime.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
 
 from ._common import (
     Endpoint,

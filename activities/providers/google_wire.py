@@ -49,9 +49,9 @@ from towline.messages import (
     media_in,
     prompt_text,
 )
-from towline.model_types import ModelInfo
 from towline.options import Thinking
-from towline.output_schema import strict_schema
+from towline.runtime.model_types import ModelInfo
+from towline.runtime.output_schema import strict_schema
 
 from ._common import field_map, items, own_thinking, retry_text, return_text, unsupported_media
 from ._media import Media, data_url_bytes, media_type

@@ -36,8 +36,8 @@ from towline.messages import (
     ToolReturnPart,
     UserPart,
 )
-from towline.model_types import ModelInfo
 from towline.options import Thinking
+from towline.runtime.model_types import ModelInfo
 from towline.tools import ToolDefinition
 
 from ._common import (

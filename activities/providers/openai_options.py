@@ -15,9 +15,9 @@ from typing import Any
 from temporalio import activity
 
 from towline.messages import Usage
-from towline.model_types import ModelInfo
 from towline.options import Thinking
-from towline.output_schema import strict_schema
+from towline.runtime.model_types import ModelInfo
+from towline.runtime.output_schema import strict_schema
 
 from ._common import field_map
 

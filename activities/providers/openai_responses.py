@@ -37,7 +37,7 @@ from towline.messages import (
     ToolReturnPart,
     UserPart,
 )
-from towline.model_types import ModelInfo
+from towline.runtime.model_types import ModelInfo
 
 from ._common import (
     ProviderModel,

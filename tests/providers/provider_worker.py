@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from towline import Agent
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 HEARTBEAT_AGENT = Agent(
     name="prov-heartbeat", model="openai:gpt-4.1-mini",

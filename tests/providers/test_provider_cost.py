@@ -22,8 +22,8 @@ from temporalio.client import Client
 from towline import Agent, Limits
 from towline.client import run, start_run
 from towline.errors import RunError
-from towline.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.models import OpenAIChatModel
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import towline_worker
 
 SERVED = "gpt-4.1-mini-2025-04-14"

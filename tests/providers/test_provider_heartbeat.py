@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client
 
 from towline.client import start_run
-from towline.plugin import TowlinePlugin
+from towline.runtime.plugin import TowlinePlugin
 
 WORKER = Path(__file__).resolve().parent / "provider_worker.py"
 

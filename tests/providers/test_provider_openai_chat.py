@@ -15,7 +15,7 @@ from temporalio.client import Client
 from scripts import returns
 from towline import Agent, ModelResponse, ModelSettings, tool
 from towline.client import run, start_run
-from towline.ledger import counters_from_history
+from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
 
 

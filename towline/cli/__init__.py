@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     turn a successful command into a crash exit code.
     """
     if argv is None:  # the script itself: commands that run workflow code pin the hash seed
-        from towline.hashseed import pin_hash_seed
+        from towline.runtime.hashseed import pin_hash_seed
 
         pin_hash_seed(sys.argv[1:])
     code = run_cli(argv)

@@ -15,8 +15,8 @@ from typing import Any
 
 from towline.cli.common import EXIT_USAGE, CliError, encryption, port_free, port_number
 from towline.cli.server import say, stop_event
-from towline.codec import KEY_ENV, generate_key
-from towline.codec_server import DEFAULT_ORIGINS, CodecServer
+from towline.encryption.codec import KEY_ENV, generate_key
+from towline.encryption.codec_server import DEFAULT_ORIGINS, CodecServer
 from towline.errors import ConfigurationError
 
 __all__ = ["AUTH_ENV", "codec_server_command", "register"]

@@ -23,10 +23,10 @@ from temporalio.service import RPCError
 
 from towline.agent import Agent
 from towline.client import connect, connect_config
-from towline.codec import KEY_ENV, EncryptionCodec
+from towline.encryption.codec import KEY_ENV, EncryptionCodec
 from towline.errors import ConfigurationError
 from towline.options import INT32_MAX
-from towline.payload_store import STORE_ENV, PayloadStore, payload_store
+from towline.storage.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
     "CliError",

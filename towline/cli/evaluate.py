@@ -43,8 +43,8 @@ __all__ = ["rerun_command", "eval_command", "register"]
 
 async def rerun_command(args: Any) -> int:
     """`towline rerun RUN|HISTORY.json --agent M:A`."""
-    from towline.rerun import RerunError, load_histories, rerun_recording
     from towline.testing import execution_histories
+    from towline.testing.rerun import RerunError, load_histories, rerun_recording
 
     agent = load_agent(args.agent)
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
@@ -57,7 +57,7 @@ async def rerun_command(args: Any) -> int:
             client = source or await connect_client(target)
             base = ui_base(target, args.ui_url)
         else:
-            from towline.rerun import embedded_server
+            from towline.testing.rerun import embedded_server
 
             try:
                 client = await stack.enter_async_context(embedded_server())
@@ -91,7 +91,7 @@ async def rerun_command(args: Any) -> int:
 async def eval_command(args: Any) -> int:
     """`towline eval DATASET --agent M:A`."""
     try:
-        from towline.evals import EvalError, load_dataset, run_eval
+        from towline.testing.evals import EvalError, load_dataset, run_eval
     except ImportError as e:
         raise CliError(f"towline eval needs the evals extra (pip install 'towline[evals]'): "
                        f"{one_line(e)}", EXIT_USAGE) from None

@@ -7,7 +7,7 @@
     towline schedule pause nightly / unpause nightly / delete nightly
 
 Each fire is an ordinary run (`towline runs --schedule NAME` lists them); see
-`towline.schedules`.
+`towline.fleet.schedules`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from towline.cli.common import (
 )
 from towline.cli.render import print_json, table, when
 from towline.errors import ConfigurationError
-from towline.fleet import TENANT_MAX_BYTES
-from towline.schedules import (
+from towline.fleet.routing import TENANT_MAX_BYTES
+from towline.fleet.schedules import (
     OVERLAPS,
     ScheduleRow,
     create_schedule,

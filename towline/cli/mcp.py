@@ -8,7 +8,7 @@ server speaks stdio (what an MCP client launches) or, with `--http`, streamable 
 An in-process worker runs the agents unless `--no-worker`.
 
 Over HTTP it answers only requests addressed to it by name (localhost, `--host`,
-`--allow-host`: `towline.http_guard`, the codec server's check too), and with `--auth`
+`--allow-host`: `towline.serve.http_guard`, the codec server's check too), and with `--auth`
 only those carrying `Authorization: Bearer <token>`. Ctrl-C or SIGTERM stops it
 gracefully: open requests get a moment to finish, then it exits 0.
 
@@ -49,9 +49,9 @@ from towline.cli.common import (
 from towline.cli.progress import Progress
 from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
 from towline.client import run_error, start_run
-from towline.http_guard import LOCAL_NAMES, GuardedApp, HostCheck
 from towline.messages import MESSAGES
 from towline.results import RunResult
+from towline.serve.http_guard import LOCAL_NAMES, GuardedApp, HostCheck
 
 __all__ = ["AUTH_ENV", "mcp_serve_command", "tool_name", "register"]
 

@@ -18,9 +18,9 @@ from towline.cli.common import (
     payload_store_of,
     port_free,
 )
-from towline.codec import EncryptionCodec
+from towline.encryption.codec import EncryptionCodec
 from towline.errors import ConfigurationError
-from towline.payload_store import STORE_ENV, PayloadStore
+from towline.storage.payload_store import STORE_ENV, PayloadStore
 
 __all__ = ["Observability", "add_tracing_option", "observability", "store_line", "tracing"]
 
@@ -57,7 +57,7 @@ def observability(args: Any, default_store: str | None = None) -> Observability:
     if args.metrics_port is not None:
         if not port_free(args.metrics_port, args.metrics_host):
             raise CliError(f"the metrics port {args.metrics_port} is in use")
-        from towline.observability import prometheus_runtime
+        from towline.telemetry.metrics import prometheus_runtime
 
         Runtime.set_default(prometheus_runtime(args.metrics_port, args.metrics_host),
                             error_if_already_set=False)
@@ -82,7 +82,7 @@ def tracing(endpoint: str | None, obs: Observability) -> Observability:
     endpoint = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if endpoint:
         try:
-            from towline.observability import configure_tracing, tracing_plugin
+            from towline.telemetry.metrics import configure_tracing, tracing_plugin
 
             obs.tracer = configure_tracing(endpoint)
             obs.plugins.append(tracing_plugin())

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from towline.events import preview, thinking_text
-from towline.ledger import format_cost
 from towline.messages import Message, ModelRequest, ThinkingPart, Usage
 from towline.results import Counters
+from towline.runtime.ledger import format_cost
 
 __all__ = [
     "short",

@@ -66,12 +66,12 @@ from towline.cli.server import (
 )
 from towline.cli.watch import add_thinking_option, stream_run
 from towline.client import run_error, start_run, with_towline
-from towline.ledger import format_cost
 from towline.media import UnknownMediaType, binary_content
 from towline.messages import MESSAGES, BinaryContent, UserContent
 from towline.options import Limits
-from towline.payload_store import STORE_ENV
 from towline.results import RunResult
+from towline.runtime.ledger import format_cost
+from towline.storage.payload_store import STORE_ENV
 
 __all__ = ["run_command", "register"]
 

@@ -39,10 +39,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import CliError, one_line
 from towline.client import run_error
-from towline.codec import ENCODING, KEY_ENV
-from towline.ledger import MEMO_KEY, decode_counters
+from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
 from towline.results import Counters, RunResult
+from towline.runtime.ledger import MEMO_KEY, decode_counters
 
 __all__ = [
     "COST_ATTRIBUTE", "QUERY_TIMEOUT", "POLLER_FRESH", "attributes", "status_name",

@@ -8,7 +8,7 @@ is a page to chat with the agents. An in-process worker runs the agents unless
 `--no-worker`.
 
 Like `towline mcp-serve --http` it answers only requests addressed to it by name
-(localhost, `--host`, `--allow-host`: `towline.http_guard`), and with `--auth` (or
+(localhost, `--host`, `--allow-host`: `towline.serve.http_guard`), and with `--auth` (or
 `TOWLINE_SERVE_AUTH`) only requests carrying `Authorization: Bearer <token>` — all but the
 page itself, which a browser fetches without headers and which holds no data (it asks
 for the token). Ctrl-C or SIGTERM stops it gracefully and it exits 0.
@@ -37,7 +37,7 @@ from towline.cli.common import (
     ui_base,
 )
 from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
-from towline.http_guard import LOCAL_NAMES, HostCheck
+from towline.serve.http_guard import LOCAL_NAMES, HostCheck
 
 __all__ = ["AUTH_ENV", "DEFAULT_PORT", "serve_command", "register"]
 

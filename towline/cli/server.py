@@ -47,14 +47,14 @@ from towline.cli.common import (
 )
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
 from towline.client import with_towline
-from towline.codec_server import CodecServer, secret_path
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.encryption.codec_server import CodecServer, secret_path
 from towline.errors import ConfigurationError
-from towline.fingerprint import agent_version
-from towline.fleet import ModelRoutes
-from towline.payload_store import STORE_ENV
-from towline.registration import register_search_attributes
-from towline.worker import Only, fleet_workers
+from towline.fleet.routing import ModelRoutes
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.registration import register_search_attributes
+from towline.runtime.worker import Only, fleet_workers
+from towline.storage.payload_store import STORE_ENV
 
 __all__ = [
     "DEFAULT_PORT",
@@ -342,7 +342,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     add_allow_model(p)
     add_connection(p)
     add_worker_options(p)
-    group = p.add_argument_group("versions (see README: changing an agent safely)")
+    group = p.add_argument_group("versions (see docs/production.md: changing an agent safely)")
     group.add_argument("--deployment-name", metavar="NAME",
                        help="run as a version of this Worker Deployment, AgentRun pinned (with "
                        "--build-id); switch new runs to a build with `temporal worker deployment "

@@ -3,7 +3,7 @@
 What is shown is read by `towline.cli.runstate.read_run` (queries while the run is
 live, its result or failure afterwards, the ledger memo and search attributes as
 fallbacks), with the billable Actions counted from the history of every execution
-(`towline.actions`); this module renders it, as text or as JSON (`--json`).
+(`towline.telemetry.actions`); this module renders it, as text or as JSON (`--json`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.actions import ActionCount, billable_actions
 from towline.cli.common import (
     add_connection,
     connect_client,
@@ -31,7 +30,8 @@ from towline.cli.render import (
 )
 from towline.cli.runstate import RunDetails, read_run
 from towline.cli.watch import add_watch_options, watch_command
-from towline.ledger import format_cost
+from towline.runtime.ledger import format_cost
+from towline.telemetry.actions import ActionCount, billable_actions
 from towline.testing import execution_histories
 
 __all__ = ["show_lines", "show_command", "register"]

@@ -1,7 +1,7 @@
 """towline fork / towline reset: branch a run at a step, or rewind it (issue 22).
 
 `towline fork RUN --at-step N` starts a new run from RUN's conversation before step
-N's model request (`towline.timetravel.fork`); it prints the new run's id (with
+N's model request (`towline.timetravel.travel.fork`); it prints the new run's id (with
 `--wait`, its answer). `towline reset RUN --to-step N` is Temporal's reset to the
 workflow task that scheduled step N's request; it refuses, listing them, when tool
 calls after that point may have taken effect and are not idempotent, unless `--yes`.
@@ -33,7 +33,7 @@ from towline.cli.common import (
 from towline.cli.render import print_json
 from towline.cli.runstate import workers_polling
 from towline.client import run_error
-from towline.timetravel import (
+from towline.timetravel.travel import (
     NotIdempotent,
     ResetPlan,
     TimeTravelError,

@@ -14,7 +14,7 @@ messages (user and assistant text) as its history. Every SSE event made from a r
 carries the event's offset as its `id`, and `GET /runs/{id}/events?from=N` resumes the turn
 from offset N (the Workflow Streams offset) after a dropped connection.
 
-Requests must be addressed to the server by a name it answers (`towline.http_guard`: Host
+Requests must be addressed to the server by a name it answers (`towline.serve.http_guard`: Host
 and Origin), and with a bearer token set every request but the page's own needs it.
 """
 
@@ -49,8 +49,8 @@ from towline.agent import Agent
 from towline.cli.common import workflow_url
 from towline.cli.runstate import agent_name
 from towline.client import events, start_run
-from towline.http_guard import GuardedApp, HostCheck, Receive, Scope, Send
 from towline.serve.agui import InputError, TurnMapper, history, sse, user_text
+from towline.serve.http_guard import GuardedApp, HostCheck, Receive, Scope, Send
 
 __all__ = ["ServeConfig", "ServeApp", "create_app", "page_html", "HEARTBEAT", "UPDATE_WAIT"]
 

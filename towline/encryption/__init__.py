@@ -1,0 +1,1 @@
+"""Encryption at rest: the payload codec and the codec server the Temporal UI uses."""

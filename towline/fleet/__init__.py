@@ -1,0 +1,1 @@
+"""Running a fleet: schedules, model-call queues with shared rate limits, priorities and tenants."""

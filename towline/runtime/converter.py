@@ -1,0 +1,129 @@
+"""towline's converters: pydantic payloads (undecodable untyped values kept raw), and run
+failures without the worker's stack trace.
+
+Temporal decodes a workflow's input before any workflow code runs; input that
+does not decode (invalid UTF-8, a lone surrogate escape, JSON nested thousands
+deep, a second `--input`) would fail the workflow *task*, which Temporal retries
+forever, and the run would never end. `AgentRun` therefore takes its input
+untyped (`*args`), and this converter hands an untyped value it cannot decode
+over as a `RawValue` instead of raising, so the workflow can end the run with
+`InvalidRunInput` saying what was wrong. Typed values decode (or fail) as usual.
+
+A failed run's failure is what a user reads in the UI and in `RunError`: its
+reason (the type), message and partial run. The Python stack trace of the
+worker's internals that Temporal attaches by default says nothing about the run,
+so `TowlineFailureConverter` leaves it out for `RunFailure`s (other errors, such
+as an activity's exception, keep theirs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_core import to_json
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    PayloadConverter,
+)
+
+from towline.encryption.codec import DecryptionError
+from towline.errors import RunFailure
+from towline.messages import COMPACT
+from towline.runtime.heap import paused_gc
+
+__all__ = [
+    "TowlinePayloadConverter",
+    "TowlineFailureConverter",
+    "TowlineEncodedFailureConverter",
+    "failure_converter_for",
+    "BULK",
+]
+
+
+BULK = 512 * 1024
+"""Payload bytes from which decoding pauses the garbage collector (`paused_gc`)."""
+class _CompactJSON(PydanticJSONPlainPayloadConverter):
+    """pydantic JSON, messages without their default fields (`towline.messages.COMPACT`)."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": self.encoding.encode()},
+                       data=to_json(value, context={COMPACT: True}))
+
+
+class TowlinePayloadConverter(PydanticPayloadConverter):
+    """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`.
+
+    Messages are written without fields at their default (`towline.messages.COMPACT`):
+    a history repeats them at every step, and every reader's defaults restore them.
+    """
+
+    def __init__(self) -> None:
+        compact = _CompactJSON()
+        CompositePayloadConverter.__init__(self, *(
+            compact if isinstance(c, JSONPlainPayloadConverter) else c
+            for c in DefaultPayloadConverter.default_encoding_payload_converters
+        ))
+
+    def from_payloads(
+        self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+    ) -> list[Any]:
+        bulk = sum(p.ByteSize() for p in payloads) >= BULK
+        with paused_gc() if bulk else contextlib.nullcontext():
+            if type_hints is not None:
+                return super().from_payloads(payloads, type_hints)
+            values: list[Any] = []
+            for payload in payloads:
+                try:
+                    values.extend(super().from_payloads([payload], None))
+                except Exception:  # noqa: BLE001 - the caller validates, and names the problem
+                    values.append(RawValue(payload))
+            return values
+
+
+class TowlineFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter; a `RunFailure` carries no worker stack trace."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
+                   failure: Any) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, RunFailure):
+            failure.stack_trace = ""
+
+
+class TowlineEncodedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """The same, for failures whose message is encoded (encrypted) with the payload codec.
+
+    Except a `DecryptionError`'s: it names a key id only, and must be readable by whoever
+    lacks the key (`towline runs --stuck` shows why a run waits).
+    """
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
+                   failure: Any) -> None:
+        if isinstance(exception, DecryptionError):
+            # Encrypted, it would read "Encoded failure" to the very process that lacks the
+            # key; its message names a key id only, never a key or content.
+            TowlineFailureConverter().to_failure(exception, payload_converter, failure)
+            return
+        if isinstance(exception, RunFailure):
+            exception.__traceback__ = None  # encoded attributes would carry it otherwise
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, RunFailure):
+            failure.stack_trace = ""
+
+
+def failure_converter_for(existing: type[Any]) -> type[Any]:
+    """towline's failure converter standing in for `existing` (a custom one is kept)."""
+    if existing in (DefaultFailureConverter, TowlineFailureConverter):
+        return TowlineFailureConverter
+    if existing in (DefaultFailureConverterWithEncodedAttributes, TowlineEncodedFailureConverter):
+        return TowlineEncodedFailureConverter
+    return existing

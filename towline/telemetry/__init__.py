@@ -1,0 +1,1 @@
+"""Telemetry: OpenTelemetry tracing, Prometheus metrics, and what a run costs in Temporal Actions."""
