@@ -126,6 +126,11 @@ async def test_a_fork_at_each_step_starts_from_that_request(client: Client, targ
         assert plain.out.strip().startswith(f"{origin_id}-fork2-")
         assert f"Forked {origin_id} at step 2 as {plain.out.strip()}" in plain.err
         await tclient.get_workflow_handle(plain.out.strip()).result()
+        shown_run = await towline("show", plain.out.strip(), env=env)
+        assert f"Forked    from {origin_id} at step 2" in shown_run.out, shown_run
+        as_json = json_of(await towline("show", plain.out.strip(), "--json", env=env))
+        assert as_json["forked_from"] == {"run_id": origin_id, "step": 2}
+        assert json_of(await towline("show", origin_id, "--json", env=env))["forked_from"] is None
 
         missing = await towline("fork", origin_id, "--at-step", "9", env=env)
         assert_one_line_error(missing, 2, "made no model request at step 9", "steps 1-3")

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
 from towline import Agent, RunError
 from towline.client import run, run_error, start_run
 from towline.devserver import temporal_binary
+from towline.results import RunInput
 from towline.runtime import search_attributes as sa
 from towline.runtime.ledger import counters_from_history
 from towline.testing import towline_worker
@@ -169,3 +171,9 @@ async def test_send_refuses_unknown_fields(client: Client) -> None:
         await handle.signal("end")
         result = await handle.result()
     assert result.counters.run_step == 1
+
+
+def test_a_tenant_is_measured_in_bytes_as_temporal_does() -> None:
+    assert RunInput(agent="a", tenant="x" * 64).tenant == "x" * 64
+    with pytest.raises(ValidationError, match="80 bytes in UTF-8; at most 64"):
+        RunInput(agent="a", tenant="é" * 40)  # 40 characters, 80 bytes: the server refuses it

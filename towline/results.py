@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from towline.mcp.spec import MCPToolSpec
@@ -157,6 +157,14 @@ class RunInput(BaseModel):
     tenants (at most 64 bytes; None: no tenant)."""
     resume: ResumeState | None = None
     """Set by the runtime on continue-as-new; never by users."""
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_fits(cls, value: str | None) -> str | None:
+        # Temporal's limit is in bytes: 64 characters of another script can be 256 of them
+        if value is not None and len(value.encode()) > 64:
+            raise ValueError(f"tenant is {len(value.encode())} bytes in UTF-8; at most 64")
+        return value
 
 
 class PartialRun(BaseModel):

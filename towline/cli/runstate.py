@@ -43,6 +43,7 @@ from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
 from towline.results import Counters, RunResult
 from towline.runtime.ledger import MEMO_KEY, decode_counters
+from towline.timetravel.lineage import ForkedFrom, lineage_in
 
 __all__ = [
     "COST_ATTRIBUTE", "QUERY_TIMEOUT", "POLLER_FRESH", "attributes", "status_name",
@@ -307,6 +308,8 @@ class RunDetails:
     has_output: bool = False
     stuck: TaskFailure | None = None
     notes: list[str] = field(default_factory=list[str])
+    forked_from: ForkedFrom | None = None
+    """The run it was forked from (memo `towline.forked_from`), if it is a fork."""
 
     def to_json(self, now: datetime) -> dict[str, Any]:
         """The JSON form of `towline show --json`."""
@@ -327,6 +330,7 @@ class RunDetails:
             "messages": (MESSAGES.dump_python(self.messages, mode="json")
                          if self.messages is not None else None),
             "notes": self.notes,
+            "forked_from": self.forked_from.model_dump() if self.forked_from else None,
         }
 
 
@@ -378,6 +382,7 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         agent=found.get("TowlineAgent"), task_queue=desc.task_queue,
         started=desc.start_time, closed=desc.close_time,
         counters=await memo_counters(desc, client.data_converter.payload_codec, strict=True),
+        forked_from=lineage_in(desc.raw_info.memo.fields),
     )
     details.cost_micros = cost_micros(found, details.counters)
     if desc.status == WorkflowExecutionStatus.RUNNING:

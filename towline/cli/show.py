@@ -47,6 +47,8 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
         f"Run       {d.workflow_id}  (run id {d.run_id})",
         f"Status    {d.execution_status}",
         f"Agent     {d.agent or '-'}" + (f"  (version {version})" if version else ""),
+        *([f"Forked    from {d.forked_from.run_id} at step {d.forked_from.step}"]
+          if d.forked_from else []),
         f"Queue     {d.task_queue}",
         f"Started   {when(d.started)}   Closed {when(d.closed)}",
     ]

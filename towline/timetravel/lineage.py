@@ -19,11 +19,14 @@ Pure: imported by workflow code and by clients.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadConverter
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "STATE_MEMO_LIMIT",
     "ForkedFrom",
     "forked_from",
+    "lineage_in",
     "state_snapshot",
     "lineage_line",
     "run_lineage",
@@ -64,6 +68,17 @@ def forked_from(value: Any) -> ForkedFrom | None:
     try:
         return ForkedFrom.model_validate(value)
     except ValidationError:
+        return None
+
+
+def lineage_in(memo: Mapping[str, Payload]) -> ForkedFrom | None:
+    """The lineage a run's raw memo records (a listing's or a description's), if any."""
+    payload = memo.get(FORKED_FROM_MEMO)
+    if payload is None or payload.metadata.get("encoding") != b"json/plain":
+        return None  # absent, or encrypted: `towline show --encrypt` reads the counters only
+    try:
+        return forked_from(json.loads(payload.data))
+    except ValueError:
         return None
 
 
