@@ -151,7 +151,9 @@ class WorkerProcess:
             cmd += ["--ablate", ",".join(self.ablate)]
         if self.gc_log is not None:
             cmd += ["--gc-log", str(self.gc_log)]
-        self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # the seed `towline worker` runs with (towline/runtime/hashseed.py), as a deployment would
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def wait_ready(self) -> None:
         """Wait until the launched worker polls (then start its profiler, if asked)."""

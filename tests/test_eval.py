@@ -130,3 +130,26 @@ async def test_evaluators_and_a_judge_that_is_a_run(client: Client, task_queue: 
     again = await run_eval(dataset, eval_agent, client=client, task_queue=task_queue, judge_models=models)
     assert [r.score for r in again.rows] == [r.score for r in report.rows]
     assert len(await _executions(client, f"eval-{dataset.name}-")) == 3 + 2  # 3 cases, 2 judges
+
+
+async def test_without_a_server_eval_embeds_one_and_a_second_run_attaches(tmp_path: Path) -> None:
+    """Like `towline run`: nothing answers at the local address, so the command starts the
+    embedded server on its state folder; the runs stay there, and running it again scores
+    the same runs instead of starting new ones."""
+    from towline.devserver import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    args = ("eval", "examples/evals/calculator.yaml", "--agent", "examples.calculator:agent",
+            "--address", address, "--state-dir", str(tmp_path / "state"),
+            "--ui-port", str(free_port()), "--json")
+    reports = []
+    for _ in range(2):
+        proc = await towline_process(*args, env=cli_env())
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, err.decode()
+        assert "starting an embedded one" in err.decode()
+        reports.append(json.loads(out))
+    first, second = ([(c["case"], c["workflow_id"], c["score"]) for c in r["cases"]]
+                     for r in reports)
+    assert first == second and len(first) == 3
+    assert all(score == 1.0 for _, _, score in first)
