@@ -132,14 +132,15 @@ async def test_docs_commands_rerun_a_run_of_the_server(target: str) -> None:
     assert done.code == 0 and json.loads(done.out)["today"]["output"] == "6 times 7 is 42.", done
 
 
-async def test_the_docs_pytest_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    text = DOCS.read_text()
+@pytest.mark.parametrize("page", [DOCS, REPO / "README.md"], ids=["docs", "readme"])
+async def test_the_pytest_example_runs_as_written(monkeypatch: pytest.MonkeyPatch, page: Path) -> None:
+    text = page.read_text()
     [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
                if "from towline.testing import rerun" in b]
     monkeypatch.chdir(REPO)
     monkeypatch.syspath_prepend(str(REPO))
     scope: dict[str, Any] = {}
-    exec(compile(block, str(DOCS), "exec"), scope)  # noqa: S102 - the docs example, as written
+    exec(compile(block, str(page), "exec"), scope)  # noqa: S102 - the page's example, as written
     tests = [v for k, v in scope.items() if k.startswith("test_")]
     assert len(tests) == 1
     await tests[0]()
