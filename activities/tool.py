@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -48,10 +47,8 @@ __all__ = ["make_tool_activity", "run_tool_function"]
 TOOL_THREADS = 256
 """Most sync tool calls a worker process runs at once, each in its own thread (more wait)."""
 
-_pool: list[ThreadPoolExecutor] = []
-_pool_lock = threading.Lock()
 
-
+@functools.cache
 def _tool_threads() -> ThreadPoolExecutor:
     """The sync tools' own threads, made as needed up to `TOOL_THREADS`.
 
@@ -61,10 +58,7 @@ def _tool_threads() -> ThreadPoolExecutor:
     chaos measured it: attempts that had started but not entered their tool 150-800 ms
     after the task arrived, lost with their worker.
     """
-    with _pool_lock:
-        if not _pool:
-            _pool.append(ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="towline-tool"))
-        return _pool[0]
+    return ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="towline-tool")
 
 
 async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:

@@ -32,6 +32,7 @@ from temporalio.service import WorkflowService
 
 from scripts import returns
 from towline.client import run_error, start_run
+from towline.results import RunResult
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
@@ -62,6 +63,21 @@ def _spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str
     w.start()
     workers.append(w)
     return w
+
+
+async def _lost_as_it_began(
+    tclient: Client, workers: list[WorkerProcess], target: str, namespace: str, root: Path,
+    prompt: str,
+) -> WorkflowHandle[Any, RunResult]:
+    """Run `prompt` (`tool:label`) on a worker that dies as the tool's first attempt begins,
+    then start a replacement; the run's handle."""
+    queue = f"hb-{uuid4().hex[:8]}"
+    first = _spawn(workers, target, namespace, queue, root,
+                   die_before=f"towline.tool.{prompt.split(':')[0]}")
+    handle = await start_run(tclient, heartbeat_agent, prompt, task_queue=queue)
+    assert await asyncio.to_thread(first.wait) != 0  # it died as the attempt began
+    _spawn(workers, target, namespace, queue, root)
+    return handle
 
 
 async def _attempts(handle: WorkflowHandle[object, object], activity_type: str) -> list[int]:
@@ -124,12 +140,8 @@ async def test_non_idempotent_tool_lost_after_it_started_is_unknown(
 async def test_non_idempotent_tool_lost_before_it_started_runs_on_the_next_worker(
     tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    queue = f"hb-{uuid4().hex[:8]}"
-    first = _spawn(workers, target, namespace, queue, tmp_path,
-                   die_before="towline.tool.once_effect")
-    handle = await start_run(tclient, heartbeat_agent, "once_effect:quick", task_queue=queue)
-    assert await asyncio.to_thread(first.wait) != 0  # it died as the attempt began
-    _spawn(workers, target, namespace, queue, tmp_path)
+    handle = await _lost_as_it_began(tclient, workers, target, namespace, tmp_path,
+                                     "once_effect:quick")
     result = await asyncio.wait_for(handle.result(), 60)
 
     assert [r.status for r in returns(result.messages)] == ["succeeded"]
@@ -143,12 +155,8 @@ async def test_single_attempt_tool_lost_before_it_started_is_not_executed(
     tclient: Client, target: str, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     assert heartbeat_agent.tools[2].effective_retry_policy() == RetryPolicy(maximum_attempts=1)
-    queue = f"hb-{uuid4().hex[:8]}"
-    first = _spawn(workers, target, namespace, queue, tmp_path,
-                   die_before="towline.tool.single_attempt")
-    handle = await start_run(tclient, heartbeat_agent, "single_attempt:x", task_queue=queue)
-    assert await asyncio.to_thread(first.wait) != 0
-    _spawn(workers, target, namespace, queue, tmp_path)
+    handle = await _lost_as_it_began(tclient, workers, target, namespace, tmp_path,
+                                     "single_attempt:x")
     result = await asyncio.wait_for(handle.result(), 60)
 
     # no attempt left, but its heartbeats prove the tool never ran: not "unknown"
@@ -181,12 +189,8 @@ async def test_unmarked_tool_costs_no_heartbeat_and_a_lost_first_attempt_is_unkn
             # the unmarked call sends no heartbeat; the marked one sends its entry mark
             assert len(sent) == (0 if prompt.startswith("unmarked") else 1)
 
-    queue = f"hb-{uuid4().hex[:8]}"
-    first = _spawn(workers, target, namespace, queue, tmp_path,
-                   die_before="towline.tool.unmarked_effect")
-    handle = await start_run(tclient, heartbeat_agent, "unmarked_effect:x", task_queue=queue)
-    assert await asyncio.to_thread(first.wait) != 0  # it died as the attempt began
-    _spawn(workers, target, namespace, queue, tmp_path)
+    handle = await _lost_as_it_began(tclient, workers, target, namespace, tmp_path,
+                                     "unmarked_effect:x")
     with pytest.raises(WorkflowFailureError) as failure:
         await asyncio.wait_for(handle.result(), 60)
     error = run_error(failure.value)

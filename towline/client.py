@@ -36,6 +36,7 @@ from towline.options import Limits
 from towline.results import PartialRun, RunInput, RunResult
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.registration import unregistered_attribute
 from towline.runtime.search_attributes import start_attributes
 from towline.storage.payload_store import PayloadStore
 
@@ -167,7 +168,7 @@ async def start_run(
     try:
         return await start(start_attributes(name, version))
     except RPCError as e:
-        if not _unregistered_attribute(e):
+        if not unregistered_attribute(e):
             raise
     return await start(None)
 
@@ -204,12 +205,6 @@ async def create_schedule(
     from towline.fleet.schedules import create_schedule as create
 
     return await create(client, name, agent, prompt, **options)
-
-
-def _unregistered_attribute(error: RPCError) -> bool:
-    """A start refused because a search attribute is not registered in the namespace."""
-    return (error.status == RPCStatusCode.INVALID_ARGUMENT
-            and "search attribute" in error.message.lower())
 
 
 def _suffix() -> str:

@@ -22,20 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
-
-from towline.agent import Agent
 from towline.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     CliError,
-    Target,
     add_connection,
     add_server,
     add_task_queue,
     connect_client,
-    embedded_store,
-    is_local,
     load_agent,
     one_line,
     payload_store_of,
@@ -44,8 +38,7 @@ from towline.cli.common import (
     ui_base,
 )
 from towline.cli.render import print_json
-from towline.cli.server import DEFAULT_UI_PORT, choose_port, say, start_embedded
-from towline.client import with_towline
+from towline.cli.run import connect_or_embed
 
 __all__ = ["rerun_command", "eval_command", "register"]
 
@@ -97,32 +90,6 @@ async def rerun_command(args: Any) -> int:
     return 0 if report.same else EXIT_FAILURE
 
 
-async def _connect_or_embed(
-    args: Any, target: Target, agent: Agent, stack: AsyncExitStack
-) -> tuple[Client, str | None]:
-    """The configured server, or (none answering at a local address) the embedded one
-    `towline run` would start, on the same state folder: its runs outlast the command, so
-    running it again attaches to the cases already scored."""
-    try:
-        client = await connect_client(target, [] if args.no_worker else [agent], timeout=3.0)
-        return client, ui_base(target, args.ui_url)
-    except CliError as unreachable:
-        if not is_local(target) or unreachable.code == EXIT_USAGE or args.no_worker:
-            raise
-    notes: list[str] = []
-    port = choose_port(args.port, target.port or 7233, "Temporal server", notes)
-    ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
-    say(f"No Temporal server at {target.address}; starting an embedded one "
-        f"(state in {Path(args.state_dir) / 'temporal.db'})")
-    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
-    stack.push_async_callback(embedded.kill)
-    for note in notes:
-        say(f"note: {note}")
-    store = payload_store_of(embedded_store(args.state_dir))
-    return with_towline(embedded.client, [agent], encryption=target.encryption,
-                        payload_store=store), embedded.ui_url
-
-
 async def eval_command(args: Any) -> int:
     """`towline eval DATASET --agent M:A`."""
     try:
@@ -137,7 +104,8 @@ async def eval_command(args: Any) -> int:
         raise CliError(str(e), EXIT_USAGE) from None
     target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     async with AsyncExitStack() as stack:
-        client, base = await _connect_or_embed(args, target, agent, stack)
+        client, base, _ = await connect_or_embed(
+            args, target, [] if args.no_worker else [agent], stack)
         try:
             report = await run_eval(
                 dataset, agent, client=client, task_queue=args.task_queue,

@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -73,7 +74,7 @@ from towline.results import RunResult
 from towline.runtime.ledger import format_cost
 from towline.storage.payload_store import STORE_ENV
 
-__all__ = ["run_command", "register"]
+__all__ = ["run_command", "connect_or_embed", "register"]
 
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
@@ -167,13 +168,16 @@ def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
         raise CliError(f"invalid --max-steps: {e.errors()[0]['msg']}", 2) from None
 
 
-async def _connect_or_embed(
-    args: Any, target: Target, agent: Agent, stack: AsyncExitStack, obs: Observability
+async def connect_or_embed(
+    args: Any, target: Target, agents: Sequence[Agent], stack: AsyncExitStack, *,
+    timeout: float = 3.0, plugins: Sequence[Any] = (),
 ) -> tuple[Client, str | None, Embedded | None]:
-    """A client of the configured server, or of an embedded one started because none answers."""
+    """A client of the configured server, or of an embedded one started because none answers
+    at a local address (`towline run`, `towline eval`: `args` carries their `--state-dir`,
+    `--port`, `--ui-port`, `--ui-url` and `--no-worker`). The embedded server stops with
+    `stack`; its state folder keeps the runs."""
     try:
-        client = await connect_client(target, [agent], timeout=args.connect_timeout,
-                                      plugins=obs.plugins)
+        client = await connect_client(target, agents, timeout=timeout, plugins=plugins)
         return client, ui_base(target, args.ui_url), None
     except CliError as unreachable:
         if not is_local(target) or unreachable.code == 2:  # remote, or not an address at all
@@ -191,10 +195,10 @@ async def _connect_or_embed(
         say(f"note: {note}")
     say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
         f"(they stop when this command ends; `towline dev` keeps one running)")
-    store = target.payload_store if STORE_ENV in os.environ or args.payload_store else \
-        payload_store_of(embedded_store(args.state_dir))
-    client = with_towline(embedded.client, [agent], encryption=target.encryption,
-                          plugins=obs.plugins, payload_store=store)
+    explicit = STORE_ENV in os.environ or getattr(args, "payload_store", None)
+    store = target.payload_store if explicit else payload_store_of(embedded_store(args.state_dir))
+    client = with_towline(embedded.client, agents, encryption=target.encryption,
+                          plugins=plugins, payload_store=store)
     return client, embedded.ui_url, embedded
 
 
@@ -245,7 +249,8 @@ async def run_command(args: Any) -> int:
     stop = stop_event()
     async with AsyncExitStack() as stack:
         stack.callback(obs.flush)  # the run's spans reach the collector before we exit
-        client, base, embedded = await _connect_or_embed(args, target, agent, stack, obs)
+        client, base, embedded = await connect_or_embed(
+            args, target, [agent], stack, timeout=args.connect_timeout, plugins=obs.plugins)
         if args.model:  # the in-process worker allows the model it was asked to run
             client = with_towline(client, [agent], allowed_models=[args.model])
         if not args.no_worker:

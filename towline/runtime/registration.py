@@ -31,6 +31,7 @@ _OPTIONAL = frozenset(k.name for k in ALL_KEYS) - frozenset(k.name for k in SQL_
 """Keys a namespace on SQL visibility has no room for: registered where possible, else skipped."""
 
 __all__ = [
+    "unregistered_attribute",
     "SearchAttributeTypeConflict",
     "register_search_attributes",
     "registered_search_attributes",
@@ -38,6 +39,12 @@ __all__ = [
     "ATTRIBUTE_CACHE",
     "CACHE_TTL",
 ]
+
+
+def unregistered_attribute(error: RPCError) -> bool:
+    """A start refused because a search attribute is not registered in the namespace."""
+    return (error.status == RPCStatusCode.INVALID_ARGUMENT
+            and "search attribute" in error.message.lower())
 
 _Key = SearchAttributeKey[str] | SearchAttributeKey[int]
 

@@ -28,7 +28,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from towline.messages import Message, ModelRequest, SystemPart, prompt_text
 from towline.replay.run_history import (
@@ -40,6 +40,7 @@ from towline.replay.run_history import (
 )
 from towline.results import RunInput, RunResult
 from towline.runtime import search_attributes as sa
+from towline.runtime.registration import unregistered_attribute
 from towline.timetravel.lineage import FORKED_FROM_MEMO, ForkedFrom
 
 __all__ = [
@@ -167,11 +168,6 @@ async def plan_fork(
                     task_queue=run.task_queue, notes=notes)
 
 
-def _unregistered(error: RPCError) -> bool:
-    return (error.status == RPCStatusCode.INVALID_ARGUMENT
-            and "search attribute" in error.message.lower())
-
-
 async def start_fork(
     client: Client, plan: ForkPlan, *, id: str | None = None, task_queue: str | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
@@ -199,7 +195,7 @@ async def start_fork(
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
         except RPCError as e:
-            if i == len(attempts) - 1 or not _unregistered(e):
+            if i == len(attempts) - 1 or not unregistered_attribute(e):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
