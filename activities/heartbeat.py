@@ -11,12 +11,10 @@ server, before the function starts). A later attempt that finds no such record
 knows for certain the earlier one never ran the tool, and may run it; one that
 finds it knows the effect is uncertain and refuses (`UNCERTAIN`).
 
-That record costs an RPC and a billable Action per call, so from engine 3 a tool may go
-without it (`Tool.entry_mark=False`). Without it (`unmarked_attempt_may_run`),
-the first attempt runs at once, and a later attempt runs only if the attempt before it
-recorded, as it failed, that it never entered the tool (`record_cleared`: an Action on that
-rare path only); an attempt lost without a word may have entered, so the next refuses
-(`UNCERTAIN`). A long call's liveness heartbeats carry `ENTERED_KEY` anyway.
+That record costs an RPC and a billable Action per call, so from engine 3 a function tool
+may go without it (`Tool.entry_mark=False`): its first attempt runs at once, and any later
+attempt refuses (`UNCERTAIN`), since the one before may have entered. A long call's
+liveness heartbeats carry `ENTERED_KEY` anyway.
 """
 
 from __future__ import annotations
@@ -31,11 +29,11 @@ from temporalio import activity
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 
-from .io import CLEARED_KEY, ENTERED_KEY
+from .io import ENTERED_KEY
 
 __all__ = [
     "with_heartbeats", "mark_entered", "entered_before", "record_now", "ENTERED_KEY",
-    "UNCERTAIN", "unmarked_attempt_may_run", "record_cleared", "CLEARED_KEY",
+    "UNCERTAIN",
 ]
 
 UNCERTAIN = "UncertainToolEffect"
@@ -83,28 +81,6 @@ def entered_before() -> int | None:
             value: Any = detail[ENTERED_KEY]  # pyright: ignore[reportUnknownVariableType]
             return int(value) if isinstance(value, int | float | str) else 0
     return None
-
-
-def unmarked_attempt_may_run() -> bool:
-    """Without entry marks: whether this attempt may run the tool (see the module docstring).
-
-    True for the first attempt, and for a later one whose predecessor recorded, as it failed,
-    that it had not entered (that predecessor checked its own predecessors the same way).
-    """
-    attempt = activity.info().attempt
-    if attempt <= 1:
-        return True
-    for detail in activity.info().heartbeat_details:
-        if isinstance(detail, dict) and CLEARED_KEY in detail:
-            value: Any = detail[CLEARED_KEY]  # pyright: ignore[reportUnknownVariableType]
-            return isinstance(value, int) and value == attempt - 1
-    return False
-
-
-async def record_cleared() -> None:
-    """Record that this attempt fails before entering the tool (an unmarked call's retry
-    may then run): call just before raising a retryable error that says so."""
-    await record_now({CLEARED_KEY: activity.info().attempt})
 
 
 async def mark_entered() -> dict[str, int]:

@@ -21,7 +21,7 @@ from towline.runtime.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
-    "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY", "CLEARED_KEY",
+    "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY",
     "MODEL_ACTIVITY", "SEARCH_ATTRIBUTES_ACTIVITY",
 ]
 
@@ -35,11 +35,6 @@ SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
 ENTERED_KEY = "towline_entered"
 """Heartbeat detail key of a non-idempotent tool call: the attempt that entered the tool
 function (see `activities/heartbeat.py`); read by the workflow after a timeout."""
-
-CLEARED_KEY = "towline_cleared"
-"""Heartbeat detail key of a call without an entry mark (`Tool.entry_mark=False`): the
-attempt that is about to fail before entering the tool, recorded by that attempt itself; a
-later attempt may run only if the attempt just before it left this record."""
 
 
 def _empty(value: Any) -> bool:

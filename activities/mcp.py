@@ -40,16 +40,7 @@ from towline.mcp import (
 from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
 
 from .guard import require_agent_run
-from .heartbeat import (
-    ENTERED_KEY,
-    UNCERTAIN,
-    entered_before,
-    mark_entered,
-    record_cleared,
-    record_now,
-    unmarked_attempt_may_run,
-    with_heartbeats,
-)
+from .heartbeat import UNCERTAIN, entered_before, mark_entered, record_now, with_heartbeats
 from .io import ToolActivityResult
 from .mcp_pool import ConnectFailed, MCPConnection, MCPPool
 
@@ -66,14 +57,6 @@ _MAX_PAGES = 100
 def _not_started(message: str, *, retryable: bool = True) -> ApplicationError:
     """The failure of an attempt whose request certainly never reached the server."""
     return ApplicationError(message, type=NOT_STARTED, non_retryable=not retryable)
-
-
-async def _not_sent(inp: MCPCallInput, message: str) -> ApplicationError:
-    """`_not_started`, first recording (for an unmarked non-idempotent call) that this attempt
-    never sent the call, so that the retry may send it."""
-    if not inp.idempotent and not inp.entry_mark:
-        await record_cleared()
-    return _not_started(message)
 
 
 class MCPActivities:
@@ -146,25 +129,14 @@ class MCPActivities:
                     f"attempt {earlier} of {inp.tool!r} on MCP server {inp.server!r} sent the call "
                     "and lost its worker; the tool is not idempotent, so it is not sent again",
                     type=UNCERTAIN, non_retryable=True)
-            if not inp.entry_mark and not unmarked_attempt_may_run():
-                raise ApplicationError(
-                    f"attempt {info.attempt - 1} of {inp.tool!r} on MCP server {inp.server!r} was "
-                    "lost before it could record whether it sent the call (the tool records no "
-                    "entry mark); the tool is not idempotent, so it is not sent again",
-                    type=UNCERTAIN, non_retryable=True)
         if inp.server not in self.pool.servers:
-            raise await _not_sent(inp, f"this worker has no MCP server {inp.server!r}")
+            raise _not_started(f"this worker has no MCP server {inp.server!r}")
         try:  # a non-idempotent call checks that a reused connection still answers first
             conn = await with_heartbeats(self.pool.get(inp.server, probe=not inp.idempotent),
                                          lambda: ({"phase": "connecting"},))
         except ConnectFailed as e:
-            raise await _not_sent(inp, f"MCP server {inp.server!r} unreachable: {e}") from None
-        if inp.idempotent:
-            entered: dict[str, Any] = {}
-        elif inp.entry_mark:
-            entered = await mark_entered()
-        else:
-            entered = {ENTERED_KEY: info.attempt}
+            raise _not_started(f"MCP server {inp.server!r} unreachable: {e}") from None
+        entered = {} if inp.idempotent else await mark_entered()
         try:
             result = await _call(info, conn, inp, entered)
         except Exception as e:  # noqa: BLE001 - sorted below: answered, never sent, or uncertain
@@ -186,9 +158,9 @@ class MCPActivities:
         await conn.wait_ended(_ENDED_GRACE)
         what = f"{inp.tool!r} on MCP server {inp.server!r}"
         if conn.refused():  # nothing was delivered: undo the entry record, and let Temporal retry
-            if not inp.idempotent and inp.entry_mark:
+            if not inp.idempotent:
                 await record_now({"phase": "not_sent"})
-            raise await _not_sent(inp, f"MCP server {inp.server!r} refused the connection") from None
+            raise _not_started(f"MCP server {inp.server!r} refused the connection") from None
         if inp.idempotent:
             raise ApplicationError(f"the connection was lost during {what}; retrying (idempotent)",
                                    type="MCPConnectionLost") from None

@@ -9,7 +9,7 @@ exception raised by the function, or a later attempt finding an earlier one
 entered, is reported non-retryably as an uncertain effect (status `unknown`).
 From engine 3 a tool may go without the entry record (`entry_mark=False`); then a
 retry after a lost attempt cannot know whether the tool ran, and refuses
-(`heartbeat.unmarked_attempt_may_run`). Every attempt heartbeats while it runs, so a lost worker is noticed within the
+(only a first attempt runs). Every attempt heartbeats while it runs, so a lost worker is noticed within the
 tool's heartbeat timeout.
 """
 
@@ -36,7 +36,6 @@ from .heartbeat import (
     UNCERTAIN,
     entered_before,
     mark_entered,
-    unmarked_attempt_may_run,
     with_heartbeats,
 )
 from .io import ToolActivityInput, ToolActivityResult
@@ -93,7 +92,7 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                 )
             if inp.entry_mark:
                 details = (await mark_entered(),)
-            elif unmarked_attempt_may_run():
+            elif activity.info().attempt == 1:
                 details = ({ENTERED_KEY: activity.info().attempt},)
             else:
                 raise ApplicationError(

@@ -175,7 +175,8 @@ class Tool:
     (False: a call costs what a plain activity costs), such a loss cannot be told from one
     inside the function: the call is `unknown` and the run fails `UncertainToolEffect`
     (`bench/chaos.py --no-entry-mark`: 3 of 40 runs under 29 worker kills, against none with
-    the mark). Ignored when idempotent: an idempotent tool needs no mark at all."""
+    the mark). Ignored when idempotent: an idempotent tool needs no mark at all. An MCP
+    server's tools always mark."""
     args_model: type[BaseModel] = field(default=BaseModel, repr=False)
     """The prepared validator of the arguments (derived from the signature)."""
     takes_ctx: bool = False

@@ -99,7 +99,7 @@ def tool_activity_input(tool: Tool, args: dict[str, Any], ctx: ToolContext, *,
     """The input of a tool's activity: which server tool to call for an MCP tool."""
     if isinstance(tool, MCPTool):
         return MCPCallInput(server=tool.server, tool=tool.remote_name, args=args, ctx=ctx,
-                            idempotent=tool.idempotent, entry_mark=entry_mark)
+                            idempotent=tool.idempotent)
     return ToolActivityInput.of(args, ctx).model_copy(update={"entry_mark": entry_mark,
                                                               "idempotent": tool.idempotent})
 

@@ -265,9 +265,6 @@ class MCPCallInput(BaseModel):
     """The call's context (its idempotency key goes to the server as `_meta`)."""
     idempotent: bool = False
     """Whether a call that may have reached the server may be made again."""
-    entry_mark: bool = Field(default=True, exclude_if=bool)
-    """A non-idempotent call: whether each attempt records durably that it sends the call
-    (`Tool.entry_mark`; set False by engine-3 runs for tools that do not ask for it)."""
 
 
 # --- listed tools in a run's inventory ---------------------------------------------------
