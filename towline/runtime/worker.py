@@ -3,6 +3,7 @@ workers of model queues that share a provider's rate limit (`towline.fleet.routi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from typing import Any, Literal
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from towline.activities.providers._common import ProviderModel, import_sdk
 from towline.agent import Agent
 from towline.errors import ConfigurationError
 from towline.fleet.routing import ModelRoutes
@@ -68,6 +70,7 @@ def model_queue_workers(
     config = client.config()
     config["plugins"] = [p for p in config.get("plugins", []) if not isinstance(p, TowlinePlugin)]
     bare = Client(**config)
+    _load_sdks(registered, routes)
     workers: list[Worker] = []
     for queue, rps in routes.queues().items():
         plugin = TowlinePlugin((), registered, models_only=True,
@@ -76,6 +79,19 @@ def model_queue_workers(
         limit = {"max_task_queue_activities_per_second": rps} if rps is not None else {}
         workers.append(Worker(bare, task_queue=queue, plugins=[plugin], **limit, **options))
     return workers
+
+
+def _load_sdks(models: Mapping[str, Model], routes: ModelRoutes) -> None:
+    """Import the SDKs of the routed provider models before the workers poll.
+
+    Importing one takes a second or more; done by the first call instead, the calls the
+    server dispatches meanwhile queue up behind it and then reach the provider at once, a
+    burst over the queue's rate. A missing SDK is left for the call to report.
+    """
+    for name, model in models.items():
+        if isinstance(model, ProviderModel) and any(r.matches(name) for r in routes.routes):
+            with contextlib.suppress(ConfigurationError):
+                import_sdk(model.sdk, model.extra, name)
 
 
 def fleet_workers(
