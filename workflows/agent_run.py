@@ -99,9 +99,11 @@ def _carried_facts(args: Sequence[Any]) -> WorkerFacts | None:
         return None
 
 
-@workflow.defn(name="AgentRun")
+@workflow.defn(name="AgentRun", sandboxed=False)
 class AgentRun(RunHandlers):
-    """Runs one agent to a final output (see DESIGN.md for every invariant)."""
+    """Runs one agent to a final output (see DESIGN.md for every invariant). It runs outside
+    Temporal's sandbox, which restricted nothing in towline's passed-through code but cost a
+    fifth of the worker's CPU; user hook code keeps its watch (docs/design.md)."""
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
