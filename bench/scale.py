@@ -10,6 +10,7 @@ worker settings), warms them up with two short runs, then starts R runs at once.
     python bench/scale.py                 # R = 200, 1000; S = 10; L = 200, 1000 ms; 1 and 2 workers
     python bench/scale.py --quick         # R = 20, S = 3, L = 200 ms; 1 and 2 workers (~30 s)
     python bench/scale.py --runs 200 --latency 200 --workers 1 --json
+    python bench/scale.py --ablate memo,attrs,mark,facts   # what those cost (experiment)
 
 Figures per batch:
 - steps/s: R x S tool steps over the batch's wall time (first start to last result);
@@ -36,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness import (
+    ABLATIONS,
     WorkerProcess,
     check_result,
     cpu_seconds,
@@ -127,11 +129,14 @@ async def _check(handle: WorkflowHandle[Any, Any], steps: int) -> None:
 
 
 async def batch(server_pid: int, clients: dict[str, Client], address: str, variant: str,
-                workers: int, runs: int, steps: int, latency_ms: int, sample: int) -> Batch:
+                workers: int, runs: int, steps: int, latency_ms: int, sample: int,
+                ablate: tuple[str, ...] = ()) -> Batch:
     """Fresh workers, a warm-up, then `runs` runs of `steps` steps started at once."""
     latency = latency_ms / 1000
     queue = f"scale-{variant}-{uuid.uuid4().hex[:6]}"
-    procs = [WorkerProcess(variant, address, queue, latency=latency) for _ in range(workers)]
+    procs = [WorkerProcess(variant, address, queue, latency=latency,
+                           ablate=ablate if variant == "towline" else ())
+             for _ in range(workers)]
     client = clients[variant]
     try:
         for p in procs:
@@ -194,14 +199,14 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                     order = variants if len(batches) % 2 == 0 else variants[::-1]
                     for variant in order:
                         b = await batch(server.pid, clients, server.address, variant, workers,
-                                        runs, args.steps, latency, args.sample)
+                                        runs, args.steps, latency, args.sample, _ablated(args))
                         batches.append(b)
                         print(f"{variant}: {workers} worker(s), R={runs}, L={latency} ms: "
                               f"{b.steps_per_s:.1f} steps/s", file=sys.stderr, flush=True)
     finally:
         await server.stop()
-    return {"steps": args.steps, "batches": [asdict(b) for b in batches],
-            "ratios": ratios(batches)}
+    return {"steps": args.steps, "ablate": list(_ablated(args)),
+            "batches": [asdict(b) for b in batches], "ratios": ratios(batches)}
 
 
 def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
@@ -221,9 +226,15 @@ def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
     return found
 
 
+def _ablated(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(a for a in args.ablate.split(",") if a)
+
+
 def table(rep: dict[str, Any]) -> str:
     lines = [(f"R concurrent runs of S={rep['steps']} steps, model call L ms "
-              "(overhead: step wall time - L; RSS: peak - before, per 100 live runs)"), "",
+              "(overhead: step wall time - L; RSS: peak - before, per 100 live runs)"
+              + (f"\nEXPERIMENT: towline with {', '.join(rep['ablate'])} switched off"
+                 if rep.get("ablate") else "")), "",
              (f"{'variant':<8} {'wkr':>3} {'R':>5} {'L ms':>5} {'wall s':>7} {'steps/s':>8} "
               f"{'p50 ms':>7} {'p99 ms':>7} {'MiB/100':>8} {'srv CPU':>8} {'wkr CPU':>8} "
               f"{'Act/step':>8}")]
@@ -257,8 +268,12 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="towline,bare")
     parser.add_argument("--sample", type=int,
                         help=f"runs per batch whose histories are read (default {FULL['sample']})")
+    parser.add_argument("--ablate", default="", metavar="LIST",
+                        help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
+    if set(_ablated(args)) - set(ABLATIONS):
+        parser.error(f"--ablate: unknown {sorted(set(_ablated(args)) - set(ABLATIONS))}")
     preset = QUICK if args.quick else FULL
     for name, value in preset.items():
         if getattr(args, name) is None:
