@@ -27,6 +27,7 @@ from towline.cli import run_cli
 from towline.cli.common import port_free
 from towline.client import start_run
 from towline.devserver import free_port, temporal_binary
+from towline.devserver.ui_registry import recorded_ui
 from towline.messages import ModelRequest, ToolReturnPart
 from towline.models import FunctionModel
 from towline.results import RunResult
@@ -304,14 +305,16 @@ async def test_run_without_a_server_embeds_one_and_dev_serves_its_state(tmp_path
     assert f"UI: http://localhost:{ui_port}/namespaces/default/workflows/{wid}" in done.err
     assert (tmp_path / ".towline" / "temporal.db").is_file()
     assert port_free(port)  # the embedded server stopped with the command
+    assert recorded_ui(port) is None  # and its UI's entry went with it
 
     # `towline dev` serves the same SQLite state: the earlier run is still there, and its
     # worker runs new ones.
-    dev_port = free_port()
+    dev_port, dev_ui = free_port(), free_port()
+    assert dev_ui != dev_port + 1000
     dev_env = _env(f"127.0.0.1:{dev_port}")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "towline.cli", "dev", "--agent", "examples.calculator:agent",
-        "--port", str(dev_port), "--ui-port", str(free_port()), cwd=tmp_path, env=dev_env,
+        "--port", str(dev_port), "--ui-port", str(dev_ui), cwd=tmp_path, env=dev_env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -322,13 +325,17 @@ async def test_run_without_a_server_embeds_one_and_dev_serves_its_state(tmp_path
         assert shown.code == 0, shown
         assert "Status    COMPLETED" in shown.out
         assert "6 times 7 is 42." in shown.out
+        # links go to the UI's own port, which is not the gRPC port + 1000 here
+        assert f"http://localhost:{dev_ui}/namespaces/default/workflows/{wid}" in shown.out
         second = await towline("run", "examples.calculator:agent", "What is 2 plus 3?",
                                "--no-worker", env=dev_env, cwd=tmp_path)
         assert second.code == 0, second
         assert second.out == "2 plus 3 is 5.\n"
+        assert f"UI: http://localhost:{dev_ui}/namespaces/default/workflows/" in second.err
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 30)
     assert proc.returncode == 0
     assert port_free(dev_port)
+    assert recorded_ui(dev_port) is None  # the stopped server's UI is forgotten

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 
 from towline.agent import Agent
 from towline.client import connect, connect_config
+from towline.devserver.ui_registry import recorded_ui
 from towline.encryption.codec import KEY_ENV, EncryptionCodec
 from towline.errors import ConfigurationError
 from towline.options import INT32_MAX
@@ -286,13 +287,14 @@ def ui_base(target: Target, explicit: str | None = None) -> str | None:
     """The Temporal UI's base URL for `target`, when it can be known.
 
     `explicit` (``--ui-url`` or ``TOWLINE_UI_URL``) wins; a local dev server serves its UI
-    on its gRPC port + 1000 (7233 -> 8233); Temporal Cloud has one UI for every namespace.
+    where `towline dev` recorded it, else on its gRPC port + 1000 (7233 -> 8233); Temporal
+    Cloud has one UI for every namespace.
     """
     chosen = explicit or os.environ.get("TOWLINE_UI_URL")
     if chosen:
         return chosen.rstrip("/")
     if is_local(target) and target.port is not None:
-        return f"http://localhost:{target.port + 1000}"
+        return recorded_ui(target.port) or f"http://localhost:{target.port + 1000}"
     if target.host.endswith(".tmprl.cloud"):
         return "https://cloud.temporal.io"
     return None

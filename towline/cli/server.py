@@ -48,6 +48,7 @@ from towline.cli.common import (
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
 from towline.client import with_towline
 from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.devserver.ui_registry import forget_ui, record_ui
 from towline.encryption.codec_server import CodecServer, secret_path
 from towline.errors import ConfigurationError
 from towline.fleet.routing import ModelRoutes
@@ -118,6 +119,7 @@ class Embedded:
 
     async def stop(self) -> None:
         """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
+        self._forget_ui()
         await self.process.stop()
         if self.process.lock is not None:
             self.process.lock.release()
@@ -129,9 +131,14 @@ class Embedded:
         process cannot tear (the server-restart test kills the server mid-run). It saves the
         two seconds a graceful shutdown takes, after each `towline run`.
         """
+        self._forget_ui()
         self.process.kill()
         if self.process.lock is not None:
             self.process.lock.release()
+
+    def _forget_ui(self) -> None:
+        with contextlib.suppress(RuntimeError):  # not running any more
+            forget_ui(self.process.port, self.process.pid)
 
 
 def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
@@ -175,6 +182,7 @@ async def start_embedded(
         lock.release()
         raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
                        f"(see {process.log_path})") from None
+    record_ui(port, f"http://localhost:{ui_port}", process.pid)
     return Embedded(process=process, client=client, ui_url=f"http://localhost:{ui_port}")
 
 
