@@ -144,7 +144,6 @@ async def test_three_workers_share_one_limit(client: Client, target: str, namesp
                     await readme_process("towline worker --agent examples.research:agent "
                                          "--model-queue 'openai:*=openai-models' --model-rps "
                                          "'openai:*=5' --only models", env=env)]
-        since = time.monotonic()
         results = await asyncio.wait_for(asyncio.gather(
             *(towline_client.get_workflow_handle(i).result() for i in ids)), 120)
     finally:
@@ -171,13 +170,13 @@ async def test_three_workers_share_one_limit(client: Client, target: str, namesp
     assert times[-1] - times[0] >= (RUNS - RPS - 2) / RPS, times
     assert len({worker for _, worker in dispatched}) == 2  # both model-queue workers served
 
-    # At the provider: each request once (and the 429's retry only after its Retry-After), and
-    # spread over at least the time the bucket takes to drain the backlog past its burst. (The
-    # per-second bound is asserted on the server's dispatch times above: at the provider a
-    # loaded machine's worker latency can bunch a second's dispatches into a shorter window.
-    # `bench/rate_limit.py` measures the provider's steady rate with warm workers.)
+    # At the provider: each request once, and the 429's retry only after its Retry-After. (The
+    # rate is asserted on the server's dispatch times above, where the limit is enforced: at the
+    # provider, a just-started worker's first calls take a second longer than its later ones on
+    # a loaded machine, which bunches or spreads arrivals by as much. `bench/rate_limit.py`
+    # measures the provider's rate with warm workers.)
     retried = [r for r in provider.requests if "Question 7:" in str(r.body)]
     assert len(retried) == 2 and retried[1].at - retried[0].at >= timedelta(seconds=2).total_seconds()
-    arrived = sorted(r.at - since for r in provider.requests if r is not retried[1])
-    assert len(arrived) == RUNS
-    assert arrived[-1] - arrived[0] >= (RUNS - 2 * RPS - 2) / RPS, arrived
+    assert len(provider.requests) == RUNS + 1
+    assert sorted(str(r.body) for r in provider.requests if r is not retried[1]) == sorted(
+        {str(r.body) for r in provider.requests}), "a request reached the provider twice"
