@@ -45,7 +45,9 @@ from towline.fleet.routing import Dispatch, ModelRoute, ModelRoutes, model_queue
 from towline.runtime.worker import fleet_workers
 
 RPS = 5
-RUNS = 20
+RUNS = 30
+"""A backlog that takes the limit five seconds or more to drain: time enough for both new
+model-queue workers to start polling and take a share, on a loaded machine too."""
 BOTH = ("towline worker --agent examples.research:agent --model-queue 'openai:*=openai-models' "
         "--model-rps 'openai:*=5'")
 
