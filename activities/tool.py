@@ -93,7 +93,7 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
             if inp.entry_mark:
                 details = (await mark_entered(),)
             elif activity.info().attempt == 1:
-                details = ({ENTERED_KEY: activity.info().attempt},)
+                details = ({ENTERED_KEY: 1},)
             else:
                 raise ApplicationError(
                     f"attempt {activity.info().attempt - 1} of this call was lost before it could "

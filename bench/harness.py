@@ -9,6 +9,7 @@ worker's figure covers its workflow threads, activities and the SDK's Rust core.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import gc
@@ -41,6 +42,20 @@ from towline.results import RunInput, RunResult
 ABLATIONS = ("memo", "attrs", "mark", "facts")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
 benchmark-only experiment: these are required by the design)."""
+
+
+def ablations(text: str) -> tuple[str, ...]:
+    """The argparse type of `--ablate`: names from `ABLATIONS`, comma-separated."""
+    names = tuple(a for a in text.split(",") if a)
+    unknown = sorted(set(names) - set(ABLATIONS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {unknown} (known: {','.join(ABLATIONS)})")
+    return names
+
+
+def ablation_note(ablate: list[str] | tuple[str, ...]) -> str:
+    """The line a report's table starts with when parts were switched off ('' otherwise)."""
+    return f"\nEXPERIMENT: towline with {', '.join(ablate)} switched off" if ablate else ""
 
 
 @tool
@@ -339,20 +354,17 @@ def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 
 
 
 def main() -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description="a benchmark worker (used by bench/loop.py, "
                                      "bench/scale.py)")
     parser.add_argument("--serve", choices=("towline", "bare"), required=True)
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--payload-store")
-    parser.add_argument("--ablate", default="")
+    parser.add_argument("--ablate", type=ablations, default=())
     parser.add_argument("--gc-log")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds a model call sleeps")
     args = parser.parse_args()
-    ablate = tuple(a for a in args.ablate.split(",") if a)
-    asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, ablate,
+    asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, args.ablate,
                       args.gc_log, args.latency))
     sys.stdout.flush()
     os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)

@@ -42,6 +42,8 @@ from harness import (
     ABLATIONS,
     Profile,
     WorkerProcess,
+    ablation_note,
+    ablations,
     check_result,
     cpu_seconds,
     finish,
@@ -138,7 +140,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     profile_dir = Path(args.profile) if args.profile else None
     if profile_dir:
         profile_dir.mkdir(parents=True, exist_ok=True)
-    ablate = tuple(a for a in args.ablate.split(",") if a)
+    ablate: tuple[str, ...] = args.ablate
     try:
         for v in VARIANTS:
             workers[v] = WorkerProcess(
@@ -249,8 +251,7 @@ def _fmt(value: float, unit: str) -> str:
 def table(rep: dict[str, Any]) -> str:
     head = (f"towline vs a bare temporalio loop: {rep['repeats']} repeats, alternating order, "
             "medians (ratio: median of the per-repeat towline/bare)")
-    if rep["ablate"]:
-        head += f"\nEXPERIMENT: towline with {', '.join(rep['ablate'])} switched off"
+    head += ablation_note(rep["ablate"])
     lines = [head, "", f"{'figure':<38} {'bare':>11} {'towline':>11} {'ratio':>7}  goal"]
     for r in rep["rows"]:
         goal = "" if r["goal"] is None else f"<= {r['goal']:.2f}x " + (
@@ -297,13 +298,10 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=LONG_STEPS,
                         help="steps of the long towline run (0: none)")
     parser.add_argument("--profile", metavar="DIR", help="record both workers with py-spy into DIR")
-    parser.add_argument("--ablate", default="", metavar="LIST",
+    parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",
                         help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
-    unknown = {a for a in args.ablate.split(",") if a} - set(ABLATIONS)
-    if unknown:
-        parser.error(f"--ablate: unknown {sorted(unknown)}")
     finish(asyncio.run(run_bench(args)), args.json, table)
 
 

@@ -39,6 +39,8 @@ from typing import Any
 from harness import (
     ABLATIONS,
     WorkerProcess,
+    ablation_note,
+    ablations,
     check_result,
     cpu_seconds,
     finish,
@@ -199,13 +201,13 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                     order = variants if len(batches) % 2 == 0 else variants[::-1]
                     for variant in order:
                         b = await batch(server.pid, clients, server.address, variant, workers,
-                                        runs, args.steps, latency, args.sample, _ablated(args))
+                                        runs, args.steps, latency, args.sample, args.ablate)
                         batches.append(b)
                         print(f"{variant}: {workers} worker(s), R={runs}, L={latency} ms: "
                               f"{b.steps_per_s:.1f} steps/s", file=sys.stderr, flush=True)
     finally:
         await server.stop()
-    return {"steps": args.steps, "ablate": list(_ablated(args)),
+    return {"steps": args.steps, "ablate": list(args.ablate),
             "batches": [asdict(b) for b in batches], "ratios": ratios(batches)}
 
 
@@ -226,15 +228,10 @@ def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
     return found
 
 
-def _ablated(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(a for a in args.ablate.split(",") if a)
-
-
 def table(rep: dict[str, Any]) -> str:
     lines = [(f"R concurrent runs of S={rep['steps']} steps, model call L ms "
               "(overhead: step wall time - L; RSS: peak - before, per 100 live runs)"
-              + (f"\nEXPERIMENT: towline with {', '.join(rep['ablate'])} switched off"
-                 if rep.get("ablate") else "")), "",
+              + ablation_note(rep.get("ablate", []))), "",
              (f"{'variant':<8} {'wkr':>3} {'R':>5} {'L ms':>5} {'wall s':>7} {'steps/s':>8} "
               f"{'p50 ms':>7} {'p99 ms':>7} {'MiB/100':>8} {'srv CPU':>8} {'wkr CPU':>8} "
               f"{'Act/step':>8}")]
@@ -268,12 +265,10 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="towline,bare")
     parser.add_argument("--sample", type=int,
                         help=f"runs per batch whose histories are read (default {FULL['sample']})")
-    parser.add_argument("--ablate", default="", metavar="LIST",
+    parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",
                         help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
-    if set(_ablated(args)) - set(ABLATIONS):
-        parser.error(f"--ablate: unknown {sorted(set(_ablated(args)) - set(ABLATIONS))}")
     preset = QUICK if args.quick else FULL
     for name, value in preset.items():
         if getattr(args, name) is None:

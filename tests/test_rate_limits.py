@@ -180,5 +180,4 @@ async def test_three_workers_share_one_limit(client: Client, target: str, namesp
     retried = [r for r in provider.requests if "Question 7:" in str(r.body)]
     assert len(retried) == 2 and retried[1].at - retried[0].at >= timedelta(seconds=2).total_seconds()
     assert len(provider.requests) == RUNS + 1
-    assert sorted(str(r.body) for r in provider.requests if r is not retried[1]) == sorted(
-        {str(r.body) for r in provider.requests}), "a request reached the provider twice"
+    assert len({str(r.body) for r in provider.requests}) == RUNS  # the retry the only repeat

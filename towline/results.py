@@ -21,6 +21,13 @@ from towline.runtime.request_chain import RequestChain
 __all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
            "LEDGER_SCHEMA_VERSION"]
 
+PRIORITY_MIN = 1
+"""The highest priority (dispatched first)."""
+PRIORITY_MAX = 5
+"""The lowest priority (Temporal's default range is 1-5; unset means 3)."""
+TENANT_MAX_BYTES = 64
+"""Temporal's limit on a fairness key, in bytes (UTF-8)."""
+
 LEDGER_SCHEMA_VERSION = 3
 """2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots);
 3: `agent_version` (absent from earlier snapshots)."""
@@ -149,12 +156,12 @@ class RunInput(BaseModel):
     this lowers the threshold so tests can exercise continue-as-new without a
     huge history. `None` keeps Temporal's suggestion as the only trigger.
     """
-    priority: int | None = Field(default=None, ge=1, le=5)
+    priority: int | None = Field(default=None, ge=PRIORITY_MIN, le=PRIORITY_MAX)
     """Temporal's priority key of the run and of every activity and child run it schedules:
     1 is dispatched first, 5 last (None: Temporal's default, 3). See `towline.fleet.routing`."""
-    tenant: str | None = Field(default=None, min_length=1, max_length=64)
+    tenant: str | None = Field(default=None, min_length=1)
     """Temporal's fairness key of the same: backlogged tasks are shared out fairly between
-    tenants (at most 64 bytes; None: no tenant)."""
+    tenants (at most `TENANT_MAX_BYTES`, 64 bytes in UTF-8; None: no tenant)."""
     resume: ResumeState | None = None
     """Set by the runtime on continue-as-new; never by users."""
 
@@ -162,8 +169,9 @@ class RunInput(BaseModel):
     @classmethod
     def _tenant_fits(cls, value: str | None) -> str | None:
         # Temporal's limit is in bytes: 64 characters of another script can be 256 of them
-        if value is not None and len(value.encode()) > 64:
-            raise ValueError(f"tenant is {len(value.encode())} bytes in UTF-8; at most 64")
+        if value is not None and len(value.encode()) > TENANT_MAX_BYTES:
+            raise ValueError(f"tenant is {len(value.encode())} bytes in UTF-8; "
+                             f"at most {TENANT_MAX_BYTES}")
         return value
 
 

@@ -146,11 +146,15 @@ class ProviderModel:
             return {"provider_api_url": endpoint.base_url}
         return None
 
+    def load_sdk(self) -> Any:
+        """The SDK module (imported on first use), or a `ConfigurationError` naming the extra."""
+        return import_sdk(self.sdk, self.extra, self.name)
+
     def sdk_client(self, endpoint: Endpoint, make: Callable[[Any, Any], Any], *key: Hashable) -> Any:
         """The SDK client `make(sdk_module, endpoint)` makes, once per worker, SDK, endpoint
         (its class and every field), `key` and event loop; or the pre-built `client`, its
         retries off."""
-        module = import_sdk(self.sdk, self.extra, self.name)
+        module = self.load_sdk()
         if self.client is not None:
             return cached_client(("prebuilt", id(self.client)),
                                  lambda: self.client.with_options(max_retries=0))

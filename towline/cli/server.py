@@ -182,8 +182,9 @@ async def start_embedded(
         lock.release()
         raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
                        f"(see {process.log_path})") from None
-    record_ui(port, f"http://localhost:{ui_port}", process.pid)
-    return Embedded(process=process, client=client, ui_url=f"http://localhost:{ui_port}")
+    ui_url = f"http://localhost:{ui_port}"
+    record_ui(port, ui_url, process.pid)
+    return Embedded(process=process, client=client, ui_url=ui_url)
 
 
 def stop_event() -> asyncio.Event:

@@ -18,15 +18,18 @@ from pathlib import Path
 __all__ = ["record_ui", "forget_ui", "recorded_ui"]
 
 
-def _entry(port: int) -> Path:
+def _entry(port: int) -> Path | None:
+    if not hasattr(os, "getuid"):
+        return None  # POSIX only: elsewhere `os.kill(pid, 0)` would end the process it asks about
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
-    return Path(base) / f"towline-{user}" / f"dev-server-{port}.json"
+    return Path(base) / f"towline-{os.getuid()}" / f"dev-server-{port}.json"
 
 
 def record_ui(port: int, ui_url: str, pid: int) -> None:
     """Record that the server on `port` (process `pid`) serves its UI at `ui_url`."""
     entry = _entry(port)
+    if entry is None:
+        return
     with contextlib.suppress(OSError):  # a link is a convenience: never fail a start for it
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         entry.write_text(json.dumps({"ui_url": ui_url, "pid": pid}))
@@ -35,15 +38,20 @@ def record_ui(port: int, ui_url: str, pid: int) -> None:
 def forget_ui(port: int, pid: int) -> None:
     """Remove the entry of the server on `port`, if it is still process `pid`'s."""
     entry = _entry(port)
-    with contextlib.suppress(OSError, ValueError):
+    if entry is None:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # AttributeError: not a dict
         if json.loads(entry.read_text()).get("pid") == pid:
             entry.unlink()
 
 
 def recorded_ui(port: int) -> str | None:
     """The UI of the live server on `port` that recorded one, else None."""
+    entry = _entry(port)
+    if entry is None:
+        return None
     try:
-        data = json.loads(_entry(port).read_text())
+        data = json.loads(entry.read_text())
         pid, url = data["pid"], data["ui_url"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

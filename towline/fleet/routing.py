@@ -33,6 +33,7 @@ from temporalio import workflow
 from temporalio.common import Priority
 
 from towline.errors import ConfigurationError
+from towline.results import PRIORITY_MAX, PRIORITY_MIN, TENANT_MAX_BYTES
 
 __all__ = [
     "ModelRoute",
@@ -48,12 +49,6 @@ __all__ = [
     "TENANT_MAX_BYTES",
 ]
 
-PRIORITY_MIN = 1
-"""The highest priority (dispatched first)."""
-PRIORITY_MAX = 5
-"""The lowest priority (Temporal's default range is 1-5; unset means 3)."""
-TENANT_MAX_BYTES = 64
-"""Temporal's limit on a fairness key."""
 
 
 @dataclass(frozen=True)

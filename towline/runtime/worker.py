@@ -11,7 +11,7 @@ from typing import Any, Literal
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from towline.activities.providers._common import ProviderModel, import_sdk
+from towline.activities.providers._common import ProviderModel
 from towline.agent import Agent
 from towline.errors import ConfigurationError
 from towline.fleet.routing import ModelRoutes
@@ -91,7 +91,7 @@ def _load_sdks(models: Mapping[str, Model], routes: ModelRoutes) -> None:
     for name, model in models.items():
         if isinstance(model, ProviderModel) and any(r.matches(name) for r in routes.routes):
             with contextlib.suppress(ConfigurationError):
-                import_sdk(model.sdk, model.extra, name)
+                model.load_sdk()
 
 
 def fleet_workers(
