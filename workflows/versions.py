@@ -35,6 +35,7 @@ replayed (then use `workflow.deprecate_patch(ID)` for one release).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from temporalio import workflow
@@ -46,7 +47,9 @@ __all__ = [
     "LEGACY",
     "ENGINE_2",
     "ENGINE_3",
+    "ENGINE_4",
     "ENGINES",
+    "recorded_engine",
     "EARLY_STATUS",
     "FAILURE_ACCOUNTING",
     "TRUNCATED_OUTPUT",
@@ -118,7 +121,11 @@ ENGINE_3 = "towline-engine-3"
 """Engine 3 (issues 21-23): the changes of one release, each guarded by `at_least(3)`;
 each is listed where it is made (grep for `at_least(3)`)."""
 
-ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_3, 3), (ENGINE_2, 2))
+ENGINE_4 = "towline-engine-4"
+"""Engine 4 (issues 28-34): the changes of one release, each guarded by `at_least(4)`;
+each is listed where it is made (grep for `at_least(4)`)."""
+
+ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_4, 4), (ENGINE_3, 3), (ENGINE_2, 2))
 """The cascade, NEWEST FIRST: (patch id, engine version). Add a new version at the head."""
 
 _RESOLVED = "_towline_engine"
@@ -138,6 +145,13 @@ def engine() -> int:
             break
     setattr(instance, _RESOLVED, version)
     return version
+
+
+def recorded_engine(patch_ids: Iterable[str]) -> int:
+    """The engine version a history recorded, from the ids of its `workflow.patched` markers
+    (for readers of a history outside the workflow: `LEGACY` when no cascade id is there)."""
+    known = dict(ENGINES)
+    return max((known[i] for i in patch_ids if i in known), default=LEGACY)
 
 
 def at_least(version: int) -> bool:
