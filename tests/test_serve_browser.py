@@ -10,7 +10,6 @@ approval, and a click on Approve lets it run.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,6 +22,8 @@ from serve_agents import COUNT
 from serve_agents import agent as web_agent
 from temporalio.client import Client
 
+from machine_tools import chromium_path
+
 from towline.devserver import free_port
 from towline.serve.app import ServeConfig, create_app
 from towline.testing import towline_worker
@@ -30,7 +31,13 @@ from towline.testing import towline_worker
 pytestmark = pytest.mark.timeout(120)
 
 UI = "http://localhost:8233"
-BROWSER = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The browser, found first: without one the test skips (fails under CI=true) before any
+    server starts."""
+    return chromium_path()
 
 
 @pytest_asyncio.fixture
@@ -53,11 +60,11 @@ async def served(client: Client) -> AsyncIterator[tuple[str, Client]]:
 
 
 async def test_the_page_streams_resumes_after_a_reload_and_decides_approvals(
-    served: tuple[str, Client], namespace: str
+    chromium: str, served: tuple[str, Client], namespace: str
 ) -> None:
     base, tclient = served
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=BROWSER)
+        browser = await pw.chromium.launch(executable_path=chromium)
         try:
             page = await browser.new_page()
             requested: list[str] = []
