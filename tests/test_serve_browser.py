@@ -17,12 +17,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import pytest_asyncio
 import uvicorn
+from machine_tools import chromium_path
 from playwright.async_api import async_playwright, expect
 from serve_agents import COUNT
 from serve_agents import agent as web_agent
 from temporalio.client import Client
-
-from machine_tools import chromium_path
 
 from towline.devserver import free_port
 from towline.serve.app import ServeConfig, create_app

@@ -29,6 +29,7 @@ from towline.runtime.request_refs import REQUEST_QUERY
 from .events import emit
 from .hook_api import HookApi
 from .run import Run
+from .run_input import decode_argument
 from .versions import CANCELLED_SESSION, since
 
 __all__ = ["RunHandlers", "SendInput"]
@@ -41,6 +42,11 @@ class SendInput(BaseModel):
 
     content: str | list[UserContent]
     """The message: text, or a list of text and media parts (like `RunInput.prompt`)."""
+
+
+def _message(value: Any, *, accepted: bool = False) -> SendInput:
+    return decode_argument(SendInput, value, "send", '{"content": "And 2 plus 3?"}',
+                           accepted=accepted)
 
 
 class RunHandlers(HookApi):
@@ -84,9 +90,10 @@ class RunHandlers(HookApi):
             self._consumed += 1
 
     @workflow.update
-    async def send(self, message: SendInput) -> Any:
-        """Queue the next user message; returns the answer the run gives to it."""
-        self._inbox.append(message.content)
+    async def send(self, message: Any) -> Any:
+        """Queue the next user message (a `SendInput`, decoded by the validator); returns the
+        answer the run gives to it."""
+        self._inbox.append(_message(message, accepted=True).content)
         target = self._consumed + len(self._inbox)
         self._sends += 1
         try:
@@ -96,8 +103,8 @@ class RunHandlers(HookApi):
         return next(out for n, out in self._answers if n >= target)
 
     @send.validator
-    def _validate_send(self, message: SendInput) -> None:
-        if not prompt_text(message.content).strip():  # a media part is never empty
+    def _validate_send(self, message: Any) -> None:
+        if not prompt_text(_message(message).content).strip():  # a media part is never empty
             raise ValueError("empty message")
         if self._ended:
             raise ValueError("the run has ended; start a new run with its messages as history")

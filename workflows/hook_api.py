@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
 from towline.errors import Cancelled, InternalError, runtime_failure
@@ -21,18 +22,26 @@ from towline.tools import ToolCall, ToolContext
 
 from .events import emit
 from .run import Run, RunView
+from .run_input import decode_argument
 from .versions import at_least
 
 __all__ = ["ApprovalDecision", "HookApi"]
 
 
 class ApprovalDecision(BaseModel):
-    """The argument of the `approve` and `reject` updates."""
+    """The argument of the `approve` and `reject` updates (unknown fields are refused)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     call_id: str
     """The tool call waiting for a decision."""
     reason: str | None = None
     """Told to the model on rejection; recorded either way."""
+
+
+def _decision(value: Any, update: str, *, accepted: bool = False) -> ApprovalDecision:
+    return decode_argument(ApprovalDecision, value, update, '{"call_id": "call_1"}',
+                           accepted=accepted)
 
 
 class HookApi:
@@ -119,25 +128,27 @@ class HookApi:
         return self._run
 
     @workflow.update
-    async def approve(self, decision: ApprovalDecision) -> str:
-        """Approve a waiting tool call."""
-        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "approved"})
-        self._approved.add(decision.call_id)
+    async def approve(self, decision: Any) -> str:
+        """Approve a waiting tool call (an `ApprovalDecision`, decoded by the validator)."""
+        decided = _decision(decision, "approve", accepted=True)
+        self._decisions[decided.call_id] = decided.model_copy(update={"reason": decided.reason or "approved"})
+        self._approved.add(decided.call_id)
         return "approved"
 
     @workflow.update
-    async def reject(self, decision: ApprovalDecision) -> str:
+    async def reject(self, decision: Any) -> str:
         """Reject a waiting tool call (recorded `denied`; the model is told)."""
-        self._decisions[decision.call_id] = decision.model_copy(update={"reason": decision.reason or "rejected"})
+        decided = _decision(decision, "reject", accepted=True)
+        self._decisions[decided.call_id] = decided.model_copy(update={"reason": decided.reason or "rejected"})
         return "rejected"
 
     @approve.validator
-    def _validate_approve(self, decision: ApprovalDecision) -> None:
-        self._validate_decision(decision)
+    def _validate_approve(self, decision: Any) -> None:
+        self._validate_decision(_decision(decision, "approve"))
 
     @reject.validator
-    def _validate_reject(self, decision: ApprovalDecision) -> None:
-        self._validate_decision(decision)
+    def _validate_reject(self, decision: Any) -> None:
+        self._validate_decision(_decision(decision, "reject"))
 
     def _validate_decision(self, decision: ApprovalDecision) -> None:
         if decision.call_id in self._decisions:

@@ -14,9 +14,9 @@ import contextlib
 import difflib
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -26,7 +26,7 @@ from towline.results import RunInput
 from towline.runtime.heap import paused_gc
 from towline.runtime.unreadable_payloads import unreadable_reason
 
-__all__ = ["decode_run_input", "agent_named_in", "describe_errors"]
+__all__ = ["decode_run_input", "decode_argument", "agent_named_in", "describe_errors"]
 
 _EXAMPLE = '{"agent": "calculator", "prompt": "What is 6 times 7?"}'
 _REFERENCES = ("json/external-storage-reference",)
@@ -114,6 +114,36 @@ def decode_run_input(args: Sequence[Any]) -> RunInput:
                 "to continue a conversation, pass message_history"
             )
     return inp
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def decode_argument(model: type[_M], value: Any, handler: str, example: str, *,
+                    accepted: bool = False) -> _M:
+    """An update's argument as `model`, or an error saying which field is wrong.
+
+    The updates take their argument untyped and decode it here, in their validator: decoded
+    by the SDK, a wrong shape would reach the client as "Failed decoding arguments", naming
+    nothing. A validator's error rejects the update (nothing is written to the history) and
+    the client reads this message. The handler decodes again with `accepted`: the update was
+    accepted (now, or by the code that recorded it, which may have ignored unknown fields),
+    so unknown fields are dropped rather than failing a replay.
+    """
+    if isinstance(value, model):
+        return value
+    takes = f"the {handler} update takes one {model.__name__} such as {example}"
+    if isinstance(value, RawValue):
+        raise TypeError(f"{takes}: the argument could not be decoded as JSON")
+    if not isinstance(value, dict):
+        raise TypeError(f"{takes}, not a JSON {type(value).__name__}")
+    fields: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    if accepted:
+        fields = {k: v for k, v in fields.items() if k in model.model_fields}
+    try:
+        return model.model_validate(fields)
+    except ValidationError as e:
+        raise ValueError(f"{takes}: {describe_errors(e, list(model.model_fields))}") from None
 
 
 def agent_named_in(args: Sequence[Any]) -> str | None:
