@@ -25,14 +25,13 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
+from towline.cli.args import Handler, finish
 from towline.cli.common import EXIT_FAILURE, CliError, one_line
 
 __all__ = ["main", "run_cli", "build_parser"]
-
-Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 def _version() -> str:
@@ -75,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (server, run, show, watch, runs, steer, replay, codec, mcp, timetravel, evaluate,
                    fleet, serve):
         module.register(sub)
-    return parser
+    return finish(parser)
 
 
 def run_cli(argv: Sequence[str] | None = None) -> int:

@@ -9,12 +9,11 @@ payloads of encrypted runs through it, with the keys in TOWLINE_ENCRYPTION_KEY.
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-from towline.cli.common import EXIT_USAGE, CliError, encryption, port_free, port_number
-from towline.cli.server import say, stop_event
+from towline.cli.args import Subcommands, add_allow_host, command, port_number
+from towline.cli.common import EXIT_USAGE, CliError, encryption, port_free, say, stop_event
 from towline.encryption.codec import KEY_ENV, generate_key
 from towline.encryption.codec_server import DEFAULT_ORIGINS, CodecServer
 from towline.errors import ConfigurationError
@@ -51,10 +50,11 @@ async def codec_server_command(args: Any) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline codec-server`."""
-    p = sub.add_parser(
-        "codec-server", help="decode encrypted payloads for the Temporal UI and CLI",
+    p = command(
+        sub, "codec-server", codec_server_command, connection=False,
+        help="decode encrypted payloads for the Temporal UI and CLI",
         description="Serve Temporal's codec-server protocol (POST /encode, /decode) with the keys "
         f"in {KEY_ENV}, so the Temporal UI and `temporal --codec-endpoint` show encrypted runs "
         "to whoever can reach it (and holds --auth, when set).")
@@ -65,13 +65,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--ui-origin", action="append", metavar="URL",
                    help="origin of the Temporal UI allowed to call it (CORS); repeatable "
                    f"(default: {', '.join(DEFAULT_ORIGINS)}; '*' allows any)")
-    p.add_argument("--allow-host", action="append", metavar="NAME",
-                   help="a Host name it answers besides localhost and --host (its name on the "
-                   "network, a proxy's); repeatable; '*' answers any (a proxy checks Host). "
-                   "Other names are refused, so a web page cannot reach it by DNS rebinding")
+    add_allow_host(p, suffix=" (a proxy checks Host)")
     p.add_argument("--auth", metavar="VALUE",
                    help=f"require this exact Authorization header, e.g. 'Bearer s3cret' "
                    f"(default: {AUTH_ENV}, else none)")
     p.add_argument("--generate-key", action="store_true",
                    help=f"print a new random key for {KEY_ENV} and exit")
-    p.set_defaults(handler=codec_server_command)

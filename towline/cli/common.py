@@ -1,4 +1,4 @@
-"""Shared pieces of the `towline` CLI: errors, arguments, loading agents, connecting, UI addresses.
+"""Shared pieces of the `towline` CLI: errors, loading agents, connecting, UI addresses, output.
 
 Every user mistake the CLI can detect (a missing module, a bad prompt file, an
 unreachable server) becomes a `CliError`, which `towline.cli.main` prints as one
@@ -7,13 +7,15 @@ unreachable server) becomes a `CliError`, which `towline.cli.main` prints as one
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import contextlib
 import importlib
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,9 +26,8 @@ from temporalio.service import RPCError
 from towline.agent import Agent
 from towline.client import connect, connect_config
 from towline.devserver.ui_registry import recorded_ui
-from towline.encryption.codec import KEY_ENV, EncryptionCodec
+from towline.encryption.codec import EncryptionCodec
 from towline.errors import ConfigurationError
-from towline.options import INT32_MAX
 from towline.storage.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
@@ -41,29 +42,32 @@ __all__ = [
     "resolve_target",
     "connect_client",
     "encryption",
-    "add_encrypt",
     "is_local",
     "port_free",
     "ui_base",
     "workflow_url",
     "one_line",
     "unreachable_reason",
-    "positive",
-    "non_negative",
-    "model_string",
-    "port_number",
-    "add_connection",
-    "add_server",
-    "add_task_queue",
-    "add_allow_model",
     "payload_store_of",
     "embedded_store",
+    "target_of",
+    "connected",
+    "say",
+    "stop_event",
+    "GRACEFUL_SHUTDOWN",
 ]
 
 EXIT_FAILURE = 1
 """Exit code of a command that failed (an unreachable server, a failed run)."""
 EXIT_USAGE = 2
 """Exit code of a command given wrong arguments (argparse uses it too)."""
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""How long a stopping CLI worker lets running tool and model activities finish.
+
+An activity cut off mid-way may have taken effect: a non-idempotent tool is then recorded
+`unknown` and its run fails with `UncertainToolEffect`, so Ctrl-C / SIGTERM give running
+calls a chance to complete (their results are recorded, and a later worker goes on)."""
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"})
 """Hosts for which `towline run` may start an embedded server when nothing answers."""
@@ -251,6 +255,17 @@ async def connect_client(
                        f"{unreachable_reason(e)}") from None
 
 
+def target_of(args: Any) -> Target:
+    """The server a command's connection options name (`--address`, `--namespace`, `--encrypt`)."""
+    return resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+
+
+async def connected(args: Any, agents: Sequence[Agent] = ()) -> tuple[Client, Target]:
+    """A towline client of the server a command's connection options name, and that target."""
+    target = target_of(args)
+    return await connect_client(target, agents), target
+
+
 def unreachable_reason(err: BaseException) -> str:
     """Why a connection failed, in words (the Rust transport's errors are long and nested)."""
     if isinstance(err, TimeoutError):
@@ -307,85 +322,16 @@ def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | No
     return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
 
 
-# --- arguments shared by several commands ------------------------------------------------
+def say(message: str) -> None:
+    """Progress and status output (stderr, so stdout carries only answers)."""
+    print(message, file=sys.stderr, flush=True)
 
 
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def positive(text: str) -> int:
-    """argparse type: a whole number >= 1."""
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    if value > INT32_MAX:  # the ledger's counters are 32-bit
-        raise argparse.ArgumentTypeError(f"{text} is too large (at most {INT32_MAX})")
-    return value
-
-
-def non_negative(text: str) -> int:
-    """argparse type: a whole number >= 0."""
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative")
-    return value
-
-
-def model_string(text: str) -> str:
-    """argparse type: a model name (`openai:gpt-4.1-mini`, a registered name, `test`)."""
-    if not text.strip() or text != text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a model name")
-    return text
-
-
-def port_number(text: str) -> int:
-    """argparse type: a TCP port."""
-    value = positive(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number")
-    return value
-
-
-def add_connection(parser: argparse.ArgumentParser) -> None:
-    """`--address` and `--namespace` (defaults from Temporal's environment configuration)."""
-    group = parser.add_argument_group("connection (defaults from TEMPORAL_* / temporal.toml)")
-    group.add_argument("--address", metavar="HOST:PORT",
-                       help="Temporal server address (default: TEMPORAL_ADDRESS or localhost:7233)")
-    group.add_argument("--namespace", metavar="NS",
-                       help="namespace (default: TEMPORAL_NAMESPACE or 'default')")
-    add_encrypt(group)
-
-
-def add_encrypt(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
-    """`--encrypt`: encrypt and decrypt payloads with the keys in TOWLINE_ENCRYPTION_KEY."""
-    parser.add_argument("--encrypt", action="store_true",
-                        help=f"encrypt payloads (and read encrypted runs) with the keys in {KEY_ENV}")
-
-
-def add_server(parser: argparse.ArgumentParser, what: str, port_default: str) -> None:
-    """The embedded server's `--state-dir`, `--port` and `--ui-port`."""
-    group = parser.add_argument_group(f"embedded server ({what})")
-    group.add_argument("--state-dir", default=".towline", metavar="DIR",
-                       help="folder of the SQLite database (default: .towline)")
-    group.add_argument("--port", type=port_number, metavar="PORT",
-                       help=f"gRPC port (default: {port_default}, or a free port if taken)")
-    group.add_argument("--ui-port", type=port_number, metavar="PORT",
-                       help="Temporal UI port (default: 8233, or a free port if taken)")
-
-
-def add_allow_model(parser: argparse.ArgumentParser) -> None:
-    """`--allow-model PATTERN` (repeatable): models a run's input may switch agents to."""
-    parser.add_argument("--allow-model", action="append", default=[], metavar="PATTERN",
-                        help="let runs pick this model with `towline run --model` (fnmatch "
-                        "pattern, e.g. 'openai:*' or 'anthropic:claude-*'; repeatable). An agent's "
-                        "own model is always allowed")
-
-
-def add_task_queue(parser: argparse.ArgumentParser) -> None:
-    """`--task-queue` (default: towline)."""
-    parser.add_argument("--task-queue", default="towline", metavar="QUEUE",
-                        help="task queue of the runs and the worker (default: towline)")
+def stop_event() -> asyncio.Event:
+    """An event set by Ctrl-C (SIGINT) or SIGTERM, for a graceful shutdown."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # e.g. Windows
+            loop.add_signal_handler(sig, event.set)
+    return event

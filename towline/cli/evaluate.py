@@ -15,30 +15,35 @@ prints a table of scores, steps, tokens, cost and UI links.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from towline.cli.args import (
+    Subcommands,
+    add_json,
+    add_no_worker,
+    add_server,
+    add_task_queue,
+    add_ui_url,
+    command,
+    positive,
+)
 from towline.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     CliError,
-    add_connection,
-    add_server,
-    add_task_queue,
     connect_client,
     load_agent,
     one_line,
     payload_store_of,
-    positive,
-    resolve_target,
+    target_of,
     ui_base,
 )
+from towline.cli.embedded import connect_or_embed
 from towline.cli.render import print_json
-from towline.cli.run import connect_or_embed
 
 __all__ = ["rerun_command", "eval_command", "register"]
 
@@ -49,7 +54,7 @@ async def rerun_command(args: Any) -> int:
     from towline.testing.rerun import RerunError, load_histories, rerun_recording
 
     agent = load_agent(args.agent)
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    target = target_of(args)
     store = payload_store_of(args.payload_store) if args.payload_store else target.payload_store
     logging.getLogger("temporalio").setLevel(logging.CRITICAL)  # served failures are expected
     is_file = args.run.endswith(".json") or Path(args.run).is_file()
@@ -102,7 +107,7 @@ async def eval_command(args: Any) -> int:
         dataset = load_dataset(Path(args.dataset))
     except EvalError as e:
         raise CliError(str(e), EXIT_USAGE) from None
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    target = target_of(args)
     async with AsyncExitStack() as stack:
         client, base, _ = await connect_or_embed(
             args, target, [] if args.no_worker else [agent], stack)
@@ -120,10 +125,11 @@ async def eval_command(args: Any) -> int:
     return 0 if report.all_passed else EXIT_FAILURE
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline rerun` and `towline eval`."""
-    p = sub.add_parser(
-        "rerun", help="run today's agent against a recorded run; report the first divergence",
+    p = command(
+        sub, "rerun", rerun_command,
+        help="run today's agent against a recorded run; report the first divergence",
         description="Run today's definition of an agent against a recorded run (a JSON history "
         "exported with `temporal workflow show --output json`, or a run on the server): model "
         "responses come from the recording, step by step, tool results too (or from the live "
@@ -141,13 +147,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--payload-store", metavar="URL",
                    help="the store the recording's large payloads went to (default: "
                    "TOWLINE_PAYLOAD_STORE)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
-    add_connection(p)
-    p.set_defaults(handler=rerun_command)
+    add_json(p, "print the report as one JSON object")
+    add_ui_url(p)
 
-    e = sub.add_parser(
-        "eval", help="run a dataset's cases as durable runs and score them",
+    e = command(
+        sub, "eval", eval_command, help="run a dataset's cases as durable runs and score them",
         description="Run every case of a dataset (YAML or JSON, pydantic-evals' format: name, "
         "inputs, expected_output, evaluators) as a towline run, concurrently, and score each "
         "with its evaluators (EqualsExpected, Equals, Contains, JsonSchema, Python, Judge, and "
@@ -160,11 +164,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="cases run at once (default: 8)")
     e.add_argument("--label", default="", metavar="TEXT",
                    help="part of the runs' ids: another label runs every case again")
-    e.add_argument("--no-worker", action="store_true",
-                   help="do not run a worker in this process (workers elsewhere serve the agent)")
-    e.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    e.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
+    add_no_worker(e, "do not run a worker in this process (workers elsewhere serve the agent)")
+    add_json(e, "print the report as one JSON object")
+    add_ui_url(e)
     add_task_queue(e)
-    add_connection(e)
     add_server(e, "started when no server answers at a local address", "7233")
-    e.set_defaults(handler=eval_command)

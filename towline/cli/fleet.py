@@ -19,16 +19,8 @@ from typing import Any
 from temporalio.client import Client, ScheduleAlreadyRunningError
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.cli.common import (
-    EXIT_USAGE,
-    CliError,
-    add_connection,
-    connect_client,
-    load_agent,
-    one_line,
-    positive,
-    resolve_target,
-)
+from towline.cli.args import Subcommands, add_json, command, positive
+from towline.cli.common import EXIT_USAGE, CliError, connected, load_agent, one_line
 from towline.cli.render import print_json, table, when
 from towline.errors import ConfigurationError
 from towline.fleet.routing import TENANT_MAX_BYTES
@@ -62,7 +54,8 @@ def tenant_name(text: str) -> str:
 
 
 async def _client(args: Any) -> Client:
-    return await connect_client(resolve_target(args.address, args.namespace, encrypt=args.encrypt))
+    client, _ = await connected(args)
+    return client
 
 
 def _missing(name: str, e: RPCError) -> CliError:
@@ -170,17 +163,18 @@ async def action_command(args: Any) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline schedule create|list|describe|trigger|pause|unpause|delete`."""
     top = sub.add_parser("schedule", help="run agents on Temporal Schedules",
                          description="Agents on Temporal Schedules: each fire is an ordinary run "
                          "whose workflow id names the schedule (towline runs --schedule NAME).")
     family = top.add_subparsers(dest="schedule_command", metavar="COMMAND", required=True)
 
-    p = family.add_parser("create", help="create a schedule that runs an agent on a prompt",
-                          description="Create a Temporal Schedule whose every fire starts a run "
-                          "of the agent on the prompt. A worker for the agent must poll the task "
-                          "queue (towline worker --agent ...).")
+    p = command(family, "create", create_command,
+                help="create a schedule that runs an agent on a prompt",
+                description="Create a Temporal Schedule whose every fire starts a run of the "
+                "agent on the prompt. A worker for the agent must poll the task queue (towline "
+                "worker --agent ...).")
     p.add_argument("name", metavar="NAME", help="the schedule's name (its fires' ids start with it)")
     p.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the agent to run")
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the prompt of every run")
@@ -197,27 +191,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="its runs' priority: 1 first ... 5 last (default: Temporal's, 3)")
     p.add_argument("--tenant", type=tenant_name, metavar="NAME",
                    help="its runs' tenant (Temporal's fairness key)")
-    add_connection(p)
-    p.set_defaults(handler=create_command)
 
-    p = family.add_parser("list", help="list the schedules that run agents")
-    p.add_argument("--json", action="store_true", help="print them as a JSON list")
-    add_connection(p)
-    p.set_defaults(handler=list_command)
+    p = command(family, "list", list_command, help="list the schedules that run agents")
+    add_json(p, "print them as a JSON list")
 
-    p = family.add_parser("describe", help="a schedule: agent, prompt, when, next and recent fires")
+    p = command(family, "describe", describe_command,
+                help="a schedule: agent, prompt, when, next and recent fires")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--json", action="store_true", help="print it as JSON")
-    add_connection(p)
-    p.set_defaults(handler=describe_command)
+    add_json(p, "print it as JSON")
 
     for action, text in (("trigger", "fire a schedule now (its overlap policy applies)"),
                          ("pause", "stop a schedule firing until unpaused"),
                          ("unpause", "let a paused schedule fire again"),
                          ("delete", "delete a schedule (its runs stay)")):
-        p = family.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        p = command(family, action, action_command, help=text,
+                    description=text[0].upper() + text[1:] + ".", action=action)
         p.add_argument("name", metavar="NAME")
         if action in ("pause", "unpause"):
             p.add_argument("--note", metavar="TEXT", help="why (shown by temporal schedule describe)")
-        add_connection(p)
-        p.set_defaults(handler=action_command, action=action)

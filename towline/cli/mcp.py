@@ -17,41 +17,28 @@ The `mcp` SDK is imported only when the command runs (`pip install 'towline[mcp]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli.common import (
-    EXIT_USAGE,
-    CliError,
-    add_connection,
-    add_task_queue,
-    connect_client,
-    load_agents,
-    port_number,
-    resolve_target,
-    ui_base,
-    workflow_url,
-)
+from towline.cli.args import Subcommands, add_agents, command
+from towline.cli.common import EXIT_USAGE, CliError, connected, load_agents, ui_base, workflow_url
+from towline.cli.embedded import choose_port
+from towline.cli.listener import add_listener, announce, bearer_token, serve_beside_worker
 from towline.cli.progress import Progress
-from towline.cli.server import GRACEFUL_SHUTDOWN, choose_port, say, stop_event
 from towline.client import run_error, start_run
 from towline.messages import MESSAGES
 from towline.results import RunResult
-from towline.serve.http_guard import LOCAL_NAMES, GuardedApp, HostCheck
+from towline.serve.http_guard import GuardedApp, HostCheck
 
 __all__ = ["AUTH_ENV", "mcp_serve_command", "tool_name", "register"]
 
@@ -198,15 +185,8 @@ def _auth_token(args: Any) -> str | None:
     if args.auth is not None and not args.http:
         raise CliError("--auth is for --http (a stdio server is its client's own process)",
                        EXIT_USAGE)
-    given: str | None = args.auth if args.auth is not None else (
-        os.environ.get(AUTH_ENV) if args.http else None)
-    if given is None:
-        return None
-    token = given.strip()
-    if not token or any(c.isspace() for c in token):
-        raise CliError("--auth takes a token without spaces (clients send 'Authorization: "
-                       "Bearer TOKEN')", EXIT_USAGE)
-    return token
+    return bearer_token(args.auth if args.auth is not None else (
+        os.environ.get(AUTH_ENV) if args.http else None))
 
 
 async def mcp_serve_command(args: Any) -> int:
@@ -222,70 +202,38 @@ async def mcp_serve_command(args: Any) -> int:
         import mcp  # noqa: F401  # pyright: ignore[reportUnusedImport]
     except ImportError:
         raise CliError("towline mcp-serve needs the MCP extra: pip install 'towline[mcp]'") from None
-    target = resolve_target(args.address, args.namespace)
-    client = await connect_client(target, agents)
+    client, target = await connected(args, agents)
     tools = AgentTools(client, agents, args.task_queue, ui_base(target, args.ui_url), target.namespace)
     server = tools.server()
     notes: list[str] = []
-    port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else 0
-    if args.http and token is None and args.host not in LOCAL_NAMES:
-        notes.append(f"--host {args.host} without --auth: whoever reaches port {port} runs the "
-                     "agents")
-    for note in notes:
-        say(f"note: {note}")
+    port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else None
     where = f"http://{args.host}:{port}/mcp" if args.http else "stdio"
-    say(f"towline mcp-serve: {', '.join(names)} over {where}; Temporal {target.address} "
-        f"(namespace {target.namespace!r}, task queue {args.task_queue!r})"
-        + ("" if args.no_worker else ", with a worker")
-        + ("; bearer token required" if token else ""))
-    stop = stop_event()  # Ctrl-C / SIGTERM: stop serving, let running activities finish
-    web = _http_server(server, args.host, port, hosts, token) if args.http else None
-    async with AsyncExitStack() as stack:
-        if not args.no_worker:
-            await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
-                                                   graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
-        serving = asyncio.ensure_future(web.serve() if web is not None
-                                        else server.run_stdio_async())
-        stopped = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
+    announce("towline mcp-serve:", f"{', '.join(names)} over {where}", target, args, token=token,
+             port=port, notes=notes)
+    web = _http_server(server, args.host, port, hosts, token) if port is not None else None
+
+    def stop_serving(serving: asyncio.Future[Any]) -> None:
         if web is not None:
             web.should_exit = True  # uvicorn's own graceful shutdown, lifespan included
         elif not serving.done():
             serving.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
-    say("stopped")
+
+    await serve_beside_worker(client, args, web.serve() if web is not None
+                              else server.run_stdio_async(), stop_serving)
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline mcp-serve`."""
-    p = sub.add_parser(
-        "mcp-serve", help="serve agents as MCP tools (run_<agent>) to any MCP client",
+    p = command(
+        sub, "mcp-serve", mcp_serve_command,
+        help="serve agents as MCP tools (run_<agent>) to any MCP client",
         description="An MCP server whose tools run agents: a call of run_<agent>(prompt) starts a "
         "durable AgentRun and returns its output, with progress notifications per step; "
         "cancelling the call cancels the run. stdio by default (for MCP clients that launch "
         "it), streamable HTTP with --http. Needs towline[mcp].")
-    p.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
-                   help="an agent (or list of agents) to serve; repeatable")
+    add_agents(p)
     p.add_argument("--http", action="store_true",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
-    p.add_argument("--port", type=port_number, metavar="PORT",
-                   help=f"HTTP port (default: {DEFAULT_PORT}, or a free port if taken)")
-    p.add_argument("--auth", metavar="TOKEN",
-                   help="with --http: require 'Authorization: Bearer TOKEN' on every request "
-                   f"(default: {AUTH_ENV}, else none). Needed whenever anyone but you can reach "
-                   "the port: another user of this machine, or other machines with --host")
-    p.add_argument("--allow-host", action="append", metavar="NAME",
-                   help="with --http: a Host name it answers besides localhost and --host (its "
-                   "name on the network, a proxy's); repeatable; '*' answers any. Other names "
-                   "are refused, so a web page cannot reach it by DNS rebinding")
-    p.add_argument("--no-worker", action="store_true",
-                   help="do not run an in-process worker (a worker must be running elsewhere)")
-    p.add_argument("--ui-url", metavar="URL",
-                   help="base URL of the Temporal UI, for the run's address in progress messages")
-    add_task_queue(p)
-    add_connection(p)
-    p.set_defaults(handler=mcp_serve_command)
+    add_listener(p, default_port=DEFAULT_PORT, auth_env=AUTH_ENV, http_only=True,
+                 ui_what=", for the run's address in progress messages")

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
+from towline.cli.common import say
 from towline.cli.render import content, dim, format_call, short, styled
-from towline.cli.server import say
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
 

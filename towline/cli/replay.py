@@ -11,23 +11,21 @@ line per execution; exit 0 when every one replays, 1 when any does not.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Any
 
 from temporalio.runtime import Runtime, TelemetryConfig
 
+from towline.cli.args import Subcommands, add_json, command, positive
 from towline.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     CliError,
-    add_connection,
     connect_client,
     load_agents,
     one_line,
-    positive,
-    resolve_target,
+    target_of,
 )
 from towline.cli.render import print_json
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
@@ -49,7 +47,7 @@ def _histories(files: list[str]) -> list[Any]:
 async def replay_command(args: Any) -> int:
     """`towline replay`."""
     agents = load_agents(args.agent)
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    target = target_of(args)
     # Each failure is one line here: the SDK's own logs of it (tracebacks) stay quiet.
     logging.getLogger("temporalio").setLevel(logging.CRITICAL)
     quiet = Runtime(telemetry=TelemetryConfig(logging=None))
@@ -74,10 +72,11 @@ async def replay_command(args: Any) -> int:
     return EXIT_FAILURE if failed else 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline replay`."""
-    p = sub.add_parser(
-        "replay", help="replay recorded runs against the local code (before a deploy)",
+    p = command(
+        sub, "replay", replay_command,
+        help="replay recorded runs against the local code (before a deploy)",
         description="Replay the histories of runs (from the server, or JSON files exported with "
         "`temporal workflow show --output json`) against the local definitions of the agents: "
         "one line per workflow execution, exit 1 if any no longer replays (the new code would "
@@ -90,6 +89,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    help="also a Temporal list filter, e.g. 'ExecutionStatus = \"Running\"'")
     p.add_argument("--limit", type=positive, default=100, metavar="N",
                    help="at most N workflow executions, newest first (default: 100)")
-    p.add_argument("--json", action="store_true", help="print the outcomes as a JSON list")
-    add_connection(p)
-    p.set_defaults(handler=replay_command)
+    add_json(p, "print the outcomes as a JSON list")

@@ -15,12 +15,9 @@ server refuses to start the run, and the command says so.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import sys
-from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -34,37 +31,33 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli.common import (
-    CliError,
-    Target,
-    add_connection,
+from towline.cli.args import (
+    Subcommands,
+    add_json,
+    add_no_worker,
     add_server,
     add_task_queue,
-    connect_client,
-    embedded_store,
-    is_local,
-    load_agent,
+    add_ui_url,
+    command,
     model_string,
+    positive,
+)
+from towline.cli.common import (
+    GRACEFUL_SHUTDOWN,
+    CliError,
+    load_agent,
     one_line,
     payload_store_of,
-    positive,
     read_prompt,
-    resolve_target,
-    ui_base,
+    say,
+    stop_event,
+    target_of,
     workflow_url,
 )
+from towline.cli.embedded import connect_or_embed
 from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
-from towline.cli.server import (
-    DEFAULT_UI_PORT,
-    GRACEFUL_SHUTDOWN,
-    Embedded,
-    choose_port,
-    say,
-    start_embedded,
-    stop_event,
-)
 from towline.cli.watch import add_thinking_option, stream_run
 from towline.client import run_error, start_run, with_towline
 from towline.media import UnknownMediaType, binary_content
@@ -74,7 +67,7 @@ from towline.results import RunResult
 from towline.runtime.ledger import format_cost
 from towline.storage.payload_store import STORE_ENV
 
-__all__ = ["run_command", "connect_or_embed", "register"]
+__all__ = ["run_command", "register"]
 
 POLL_INTERVAL = 0.3
 """Seconds between two progress polls of the `state` and `messages` queries."""
@@ -168,40 +161,6 @@ def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
         raise CliError(f"invalid --max-steps: {e.errors()[0]['msg']}", 2) from None
 
 
-async def connect_or_embed(
-    args: Any, target: Target, agents: Sequence[Agent], stack: AsyncExitStack, *,
-    timeout: float = 3.0, plugins: Sequence[Any] = (),
-) -> tuple[Client, str | None, Embedded | None]:
-    """A client of the configured server, or of an embedded one started because none answers
-    at a local address (`towline run`, `towline eval`: `args` carries their `--state-dir`,
-    `--port`, `--ui-port`, `--ui-url` and `--no-worker`). The embedded server stops with
-    `stack`; its state folder keeps the runs."""
-    try:
-        client = await connect_client(target, agents, timeout=timeout, plugins=plugins)
-        return client, ui_base(target, args.ui_url), None
-    except CliError as unreachable:
-        if not is_local(target) or unreachable.code == 2:  # remote, or not an address at all
-            raise
-        if args.no_worker:
-            raise CliError(f"{unreachable.message} (--no-worker needs a running server)") from None
-    notes: list[str] = []
-    port = choose_port(args.port, target.port or 7233, "Temporal server", notes)
-    ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
-    say(f"No Temporal server at {target.address}; starting an embedded one "
-        f"(state in {Path(args.state_dir) / 'temporal.db'})")
-    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
-    stack.push_async_callback(embedded.kill)
-    for note in notes:
-        say(f"note: {note}")
-    say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
-        f"(they stop when this command ends; `towline dev` keeps one running)")
-    explicit = STORE_ENV in os.environ or getattr(args, "payload_store", None)
-    store = target.payload_store if explicit else payload_store_of(embedded_store(args.state_dir))
-    client = with_towline(embedded.client, agents, encryption=target.encryption,
-                          plugins=plugins, payload_store=store)
-    return client, embedded.ui_url, embedded
-
-
 async def _duplicate(client: Client, workflow_id: str, allowed: bool) -> CliError:
     """The error for `--id` naming a run that exists (a live one, or any without the flag)."""
     try:
@@ -242,7 +201,7 @@ async def run_command(args: Any) -> int:
     attached = attachments(args.attach)
     prompt: str | list[UserContent] = [text, *attached] if attached else text
     limits = _limits(agent, args.max_steps)
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
+    target = target_of(args)
     if args.payload_store:  # a file store's driver makes its directory
         target.payload_store = payload_store_of(args.payload_store)
     obs = tracing(args.otel_endpoint, Observability())
@@ -316,13 +275,13 @@ async def run_command(args: Any) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline run`."""
-    p = sub.add_parser("run", help="run an agent on a prompt and print the answer",
-                       description="Start a run and follow it step by step. If no server answers "
-                       "at the configured (local) address, an embedded dev server is started for "
-                       "the duration of the command; an in-process worker runs the agent unless "
-                       "--no-worker. Prints the answer (stdout) and the run's UI address.")
+    p = command(sub, "run", run_command, help="run an agent on a prompt and print the answer",
+                description="Start a run and follow it step by step. If no server answers at the "
+                "configured (local) address, an embedded dev server is started for the duration "
+                "of the command; an in-process worker runs the agent unless --no-worker. Prints "
+                "the answer (stdout) and the run's UI address.")
     p.add_argument("agent", metavar="MODULE:ATTR", help="the agent, e.g. examples.calculator:agent")
     p.add_argument("prompt", nargs="?", help="the user prompt")
     p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-': stdin)")
@@ -359,16 +318,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                            "agent's ModelSettings.stream is on)")
     streaming.add_argument("--no-stream", dest="stream", action="store_false",
                            help="do not stream: show each step once it is done")
-    p.add_argument("--no-worker", action="store_true",
-                   help="do not run an in-process worker (a worker must be running elsewhere)")
-    p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    add_no_worker(p)
+    add_json(p, "print the whole RunResult as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no step-by-step progress")
     add_thinking_option(p)
-    p.add_argument("--ui-url", metavar="URL",
-                   help="base URL of the Temporal UI (default: TOWLINE_UI_URL, or derived)")
+    add_ui_url(p, " (default: TOWLINE_UI_URL, or derived)")
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
                    help="how long to try reaching the server before embedding one (default: 3)")
     add_tracing_option(p)
-    add_connection(p)
     add_server(p, "only if no server answers", "the configured address's port")
-    p.set_defaults(handler=run_command)

@@ -16,7 +16,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.cli.common import add_connection, connect_client, positive, resolve_target
+from towline.cli.args import Subcommands, add_connection, add_json, command, positive
+from towline.cli.common import connected
 from towline.cli.listing import (
     STATUSES,
     PendingScan,
@@ -78,8 +79,7 @@ def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
 
 async def runs_command(args: Any) -> int:
     """`towline runs`."""
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, _ = await connected(args)
     now = datetime.now(UTC)
     if args.stuck:
         query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True,
@@ -106,8 +106,7 @@ async def runs_command(args: Any) -> int:
 
 async def pending_command(args: Any) -> int:
     """`towline pending`."""
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, _ = await connected(args)
     now = datetime.now(UTC)
     query = runs_query(agent=args.agent, status="waiting", query=args.query)
     scan = await pending_approvals(client, query, args.limit)
@@ -129,14 +128,15 @@ def _filters(p: argparse.ArgumentParser, limit: int) -> None:
                    help="also a Temporal list filter, e.g. 'StartTime > \"2025-01-01T00:00:00Z\"'")
     p.add_argument("--limit", type=positive, default=limit, metavar="N",
                    help=f"at most N rows (default: {limit})")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_json(p, "print the rows as a JSON list")
     add_connection(p)
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline runs` and `towline pending`."""
-    p = sub.add_parser(
-        "runs", help="list runs: status, step, tool calls, tokens, cost, duration",
+    p = command(
+        sub, "runs", runs_command, connection=False,
+        help="list runs: status, step, tool calls, tokens, cost, duration",
         description="List runs from Temporal's visibility store, live ones first, newest first "
         "(the store lags a live run by a moment). --stuck lists live runs whose workflow task "
         "keeps failing, with the failure.")
@@ -149,11 +149,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--schedule", metavar="NAME",
                    help="only the runs schedule NAME started (towline schedule list)")
     _filters(p, 50)
-    p.set_defaults(handler=runs_command)
 
-    p = sub.add_parser(
-        "pending", help="list tool calls waiting for approval, across runs",
+    p = command(
+        sub, "pending", pending_command, connection=False,
+        help="list tool calls waiting for approval, across runs",
         description="List the tool calls waiting for `towline approve`/`reject` in every waiting "
         "run (asks each run's worker through the `state` query), longest-waiting first.")
     _filters(p, 100)
-    p.set_defaults(handler=pending_command)

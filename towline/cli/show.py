@@ -8,18 +8,12 @@ fallbacks), with the billable Actions counted from the history of every executio
 
 from __future__ import annotations
 
-import argparse
 import json
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.cli.common import (
-    add_connection,
-    connect_client,
-    resolve_target,
-    ui_base,
-    workflow_url,
-)
+from towline.cli.args import Subcommands, add_json, add_ui_url, command
+from towline.cli.common import connected, ui_base, workflow_url
 from towline.cli.render import (
     conversation_lines,
     counters_lines,
@@ -92,8 +86,7 @@ async def show_command(args: Any) -> int:
     """`towline show WORKFLOW_ID` (`--follow`: `towline watch WORKFLOW_ID`)."""
     if args.follow:  # streaming
         return await watch_command(args)
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, target = await connected(args)
     details = await read_run(client, args.workflow_id)
     now = datetime.now(UTC)
     url = workflow_url(ui_base(target, args.ui_url), target.namespace, details.workflow_id)
@@ -108,21 +101,20 @@ async def show_command(args: Any) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline show`."""
-    p = sub.add_parser(
-        "show", help="print a run's status, counters, cost, pending approvals and conversation",
+    p = command(
+        sub, "show", show_command,
+        help="print a run's status, counters, cost, pending approvals and conversation",
         description="Print a run's status, ledger counters, usage, cost (when known), the tool "
         "calls waiting for approval, a failing workflow task, its billable Temporal Cloud Actions "
         "(counted from its history), and the conversation (from the "
         "queries while it runs, from its result or failure afterwards), the model's thinking "
         "included (its signature abbreviated; --json has it whole).")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
-    p.add_argument("--json", action="store_true", help="print it all as one JSON object")
+    add_json(p, "print it all as one JSON object")
     p.add_argument("--follow", action="store_true",  # streaming
                    help="follow the run's live events instead, as towline watch does (with "
                    "--json: one JSON object per event)")
     add_watch_options(p)
-    p.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
-    add_connection(p)
-    p.set_defaults(handler=show_command)
+    add_ui_url(p)

