@@ -1,6 +1,6 @@
 """The order of one turn: middleware hooks, capability hooks, the model and the tools.
 
-DESIGN.md, "One turn, in order": `before_model` (first → last) →
+docs/concepts.md, "One turn is": `before_model` (first → last) →
 `before_model_request` → `wrap_model_call` chain (first outermost) around the
 model activity → usage merged → `after_model_request` → `after_model` (last →
 first) → commit and persist → tool admission → `before_tool_execute` → tool

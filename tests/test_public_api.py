@@ -1,4 +1,4 @@
-"""The public names DESIGN.md promises are importable where it says they are."""
+"""The public names the docs promise are importable where they say they are."""
 
 from __future__ import annotations
 

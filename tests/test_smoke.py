@@ -30,7 +30,7 @@ async def test_test_model_runs_tool_and_answers(client: Client) -> None:
 
 
 async def test_worker_given_the_plugin_over_a_plain_client(client: Client, task_queue: str) -> None:
-    """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as DESIGN.md promises.
+    """`Worker(plain_client, plugins=[TowlinePlugin(...)])` works as the README promises.
 
     (`towline.runtime.worker.create_worker` builds exactly that worker.)
     """

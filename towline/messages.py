@@ -155,7 +155,7 @@ class Usage(_Compact):
 ToolReturnStatus = Literal[
     "succeeded", "retry", "failed", "validation_error", "denied", "not_executed", "unknown"
 ]
-"""The outcome recorded for every tool call; see DESIGN.md for each meaning."""
+"""The outcome recorded for every tool call; docs/concepts.md says what each one means."""
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
 

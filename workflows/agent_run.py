@@ -101,7 +101,7 @@ def _carried_facts(args: Sequence[Any]) -> WorkerFacts | None:
 
 @workflow.defn(name="AgentRun", sandboxed=False)
 class AgentRun(RunHandlers):
-    """Runs one agent to a final output (see DESIGN.md for every invariant). It runs outside
+    """Runs one agent to a final output (docs/design.md says why it works as it does). It runs outside
     Temporal's sandbox, which restricted nothing in towline's passed-through code but cost a
     fifth of the worker's CPU; user hook code keeps its watch (docs/design.md)."""
 
