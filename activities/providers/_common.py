@@ -28,12 +28,16 @@ from temporalio import activity
 
 from towline.errors import ConfigurationError
 from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
-from towline.runtime.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
+from towline.runtime.addresses import is_local_host
+from towline.runtime.model_types import ModelHTTPError, ModelInfo
+
+from ._endpoint import Endpoint, connection_error
 
 __all__ = [
     "ProviderModel", "Endpoint", "import_sdk", "cached_client", "items", "field_map", "parse_args",
     "return_text", "retry_text", "priced", "status_error", "connection_error", "provider_message",
     "remember_secrets", "request_timeout", "DEFAULT_TIMEOUT", "unsupported_media", "own_thinking",
+    "LOCAL_PLACEHOLDER_KEY",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -46,28 +50,16 @@ _CONTEXT_PHRASES = (
 )
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and as whom a request goes: resolved on the worker, never recorded."""
+LOCAL_PLACEHOLDER_KEY = "no-key-local-endpoint"
+"""The key sent to an endpoint on this machine when none is configured (the SDKs insist on
+one; a keyless local server ignores it)."""
 
-    base_url: str | None
-    api_key: str | None
 
-    def scrub(self, text: str) -> str:
-        """`text` with the key and the endpoint (URL, host and port) taken out."""
-        for secret in self.secrets():
-            text = text.replace(secret, "[redacted]")
-        return text
-
-    def secrets(self) -> list[str]:
-        """The strings that must not leave the worker, longest first."""
-        found: list[str] = []
-        if self.api_key and len(self.api_key) >= 4:
-            found.append(self.api_key)
-        if self.base_url:
-            parts = urlsplit(self.base_url)
-            found += [self.base_url.rstrip("/"), parts.netloc]
-        return sorted({s for s in found if s}, key=len, reverse=True)
+def _host(url: str) -> str | None:
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -125,16 +117,27 @@ class ProviderModel:
         raise NotImplementedError
 
     def endpoint(self) -> Endpoint:
-        """The base URL and key, from the configuration or the worker's environment."""
-        base_url = (self.base_url or (os.environ.get(self.url_env) if self.url_env else None)
-                    or self.default_base_url)
+        """The base URL and key, from the configuration or the worker's environment.
+
+        A base URL on this machine (llama.cpp's server, vLLM, LM Studio, Ollama) needs no key:
+        without one the SDK is given `LOCAL_PLACEHOLDER_KEY`, which such servers ignore.
+        """
+        configured_url = os.environ.get(self.url_env) if self.url_env else None
+        base_url = self.base_url or configured_url or self.default_base_url
+        source = ("base_url=" if self.base_url else self.url_env if configured_url
+                  else f"the default; set {self.url_env} to use another" if base_url else None)
         api_key = self.api_key or os.environ.get(self.key_env) or self.default_api_key
         if not api_key and self.client is None:
-            raise ConfigurationError(
-                f"model {self.name!r} needs an API key: set {self.key_env} on the worker "
-                f"(or pass api_key=)"
-            )
-        return Endpoint(base_url, api_key)
+            if base_url is not None and is_local_host(_host(base_url)):
+                api_key = LOCAL_PLACEHOLDER_KEY
+            else:
+                where = f" (a local base URL, e.g. {self.url_env}=http://localhost:8080/v1, " \
+                        "needs none)" if self.url_env else ""
+                raise ConfigurationError(
+                    f"model {self.name!r} needs an API key: set {self.key_env} on the worker "
+                    f"(or pass api_key=){where}"
+                )
+        return Endpoint(base_url, api_key, url_source=source, url_env=self.url_env or None)
 
     def pricing(self, endpoint: Endpoint) -> dict[str, str] | None:
         """How `genai-prices` should find this endpoint's prices (None: do not price)."""
@@ -340,12 +343,6 @@ def status_error(
     )
     text = endpoint.scrub(f"{provider}: {message}" + (f" ({code})" if code else ""))
     return ModelHTTPError(status, text, _retry_after(headers), context_overflow=overflow)
-
-
-def connection_error(provider: str, error: BaseException) -> ModelConnectionError:
-    """A retryable error for an endpoint that could not be reached (no URL in the message)."""
-    kind = "timed out" if "Timeout" in type(error).__name__ else "could not be reached"
-    return ModelConnectionError(f"{provider}: the endpoint {kind} ({type(error).__name__})")
 
 
 # --- logs --------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def openai_error(e: Exception, endpoint: Endpoint) -> Exception:
     if isinstance(e, openai.APIStatusError):
         return status_error("openai", e.status_code, e.body, e.response.headers, endpoint)
     if isinstance(e, openai.APIConnectionError):
-        return connection_error("openai", e)
+        return connection_error("openai", e, endpoint)
     return RuntimeError(endpoint.scrub(f"openai: {type(e).__name__}: {e}"))
 
 
@@ -32,5 +32,5 @@ def anthropic_error(e: Exception, endpoint: Endpoint, provider: str = "anthropic
     if isinstance(e, anthropic.APIStatusError):
         return status_error(provider, e.status_code, e.body, e.response.headers, endpoint)
     if isinstance(e, anthropic.APIConnectionError):
-        return connection_error(provider, e)
+        return connection_error(provider, e, endpoint)
     return RuntimeError(endpoint.scrub(f"{provider}: {type(e).__name__}: {e}"))

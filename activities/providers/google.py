@@ -276,7 +276,7 @@ def google_error(e: Exception, endpoint: Endpoint, model_name: str = "google") -
         details: Any = getattr(e, "details", None)
         return gemini_error(int(e.code or 500), details, headers, endpoint)
     if isinstance(e, _transport_errors()):
-        return connection_error("google", e)
+        return connection_error("google", e, endpoint)
     auth = _auth_error(e, model_name)
     if auth is not None:
         return auth

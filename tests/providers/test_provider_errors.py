@@ -19,6 +19,8 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
 from towline import Agent
+from towline.activities.providers._common import LOCAL_PLACEHOLDER_KEY
+from towline.activities.providers._endpoint import Endpoint, shown_url
 from towline.client import run, start_run
 from towline.errors import RunError
 from towline.testing import towline_worker
@@ -164,7 +166,7 @@ async def test_context_overflow_is_its_own_reason(
     assert len(fake.requests) == 1
 
 
-async def test_an_unreachable_endpoint_is_retried_and_named_without_its_address(
+async def test_an_unreachable_endpoint_is_retried_and_named_with_its_variable_not_its_key(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from towline.devserver import free_port
@@ -180,10 +182,50 @@ async def test_an_unreachable_endpoint_is_retried_and_named_without_its_address(
         with pytest.raises(RunError) as info:
             await run(tc, agent, "hi", task_queue=queue, id=f"{handle.id}-again")
     assert info.value.reason == "ModelRequestFailed"
-    assert "could not be reached" in info.value.message
+    # where it went and where that came from, and why: a typo or a server not started shows
+    assert (f"openai: the endpoint http://127.0.0.1:{port}/v1 (OPENAI_BASE_URL) could not be "
+            "reached (APIConnectionError: ") in info.value.message
     [attempt] = model_attempts(list((await handle.fetch_history()).events))
     assert (attempt["attempt"], attempt["last_failure_type"]) == (2, "ModelConnectionError")
-    assert str(port) not in await history_text(handle)
+    assert KEY not in await history_text(handle)
+
+
+async def test_a_local_endpoint_needs_no_api_key(
+    client: Client, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{provider.url}/v1")  # 127.0.0.1: this machine
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    provider.script(Reply(completion("hello from a keyless server")))
+    agent = Agent(name="prov-err-keyless", model="openai:qwen", model_retry_policy=QUICK)
+    async with towline_worker(client, [agent]) as (tc, queue):
+        result = await run(tc, agent, "hi", task_queue=queue)
+    assert result.output == "hello from a keyless server"
+    [request] = provider.requests
+    assert request.headers["authorization"] == f"Bearer {LOCAL_PLACEHOLDER_KEY}"
+
+
+async def test_a_remote_endpoint_without_a_key_says_which_variable_and_the_local_case(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://models.example.com/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = Agent(name="prov-err-no-key", model="openai:gpt-4.1-mini", model_retry_policy=QUICK)
+    async with towline_worker(client, [agent]) as (tc, queue):
+        with pytest.raises(RunError) as info:
+            await run(tc, agent, "hi", task_queue=queue)
+    assert info.value.reason == "ModelRequestFailed"
+    assert ("model 'openai:gpt-4.1-mini' needs an API key: set OPENAI_API_KEY on the worker "
+            "(or pass api_key=) (a local base URL, e.g. OPENAI_BASE_URL=http://localhost:8080/v1, "
+            "needs none)") in info.value.message
+
+
+def test_the_shown_url_keeps_no_credential() -> None:
+    assert shown_url("https://user:secret@host.example:8443/v1?api-key=abc#x") == \
+        "https://host.example:8443/v1"
+    assert shown_url("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
+    endpoint = Endpoint(None, KEY, url_env="OPENAI_BASE_URL")
+    assert endpoint.where("https://api.openai.com") == \
+        "https://api.openai.com (the SDK's default; set OPENAI_BASE_URL to use another)"
 
 
 async def test_a_missing_sdk_names_the_extra(
@@ -196,15 +238,4 @@ async def test_a_missing_sdk_names_the_extra(
             await run(tc, agent, "hi", task_queue=queue)
     assert info.value.reason == "ModelRequestFailed"
     assert "pip install 'towline[anthropic]'" in info.value.message
-    assert fake.requests == []
-
-
-async def test_a_missing_key_fails_at_once(client: Client, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
-    agent = Agent(name="prov-err-no-key", model="openai:gpt-4.1-mini", model_retry_policy=QUICK)
-    async with towline_worker(client, [agent]) as (tc, queue):
-        with pytest.raises(RunError) as info:
-            await run(tc, agent, "hi", task_queue=queue)
-    assert info.value.reason == "ModelRequestFailed"
-    assert "OPENAI_API_KEY" in info.value.message
     assert fake.requests == []

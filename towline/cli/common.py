@@ -28,6 +28,7 @@ from towline.client import connect, connect_config
 from towline.devserver.ui_registry import recorded_ui
 from towline.encryption.codec import EncryptionCodec
 from towline.errors import ConfigurationError
+from towline.runtime.addresses import LOCAL_HOSTS, is_local_host
 from towline.storage.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
@@ -68,9 +69,6 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 An activity cut off mid-way may have taken effect: a non-idempotent tool is then recorded
 `unknown` and its run fails with `UncertainToolEffect`, so Ctrl-C / SIGTERM give running
 calls a chance to complete (their results are recorded, and a later worker goes on)."""
-
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"})
-"""Hosts for which `towline run` may start an embedded server when nothing answers."""
 
 
 class CliError(Exception):
@@ -203,7 +201,7 @@ class Target:
 
     def _store(self) -> PayloadStore | None:
         url = os.environ.get(STORE_ENV)
-        if url is None and self.host.lower() in LOCAL_HOSTS and (Path(".towline") / "payloads").is_dir():
+        if url is None and is_local_host(self.host) and (Path(".towline") / "payloads").is_dir():
             url = embedded_store(".towline")
         return payload_store_of(url)
 
@@ -233,7 +231,7 @@ def resolve_target(address: str | None, namespace: str | None, *, encrypt: bool 
 
 def is_local(target: Target) -> bool:
     """Whether the address names this machine."""
-    return target.host.lower() in LOCAL_HOSTS
+    return is_local_host(target.host)
 
 
 async def connect_client(
