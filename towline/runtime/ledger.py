@@ -84,11 +84,14 @@ def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
 
 
 def format_cost(cost_micros: int | None, unpriced_requests: int = 0) -> str:
-    """`$0.001234`; `at least $0.001234 (2 requests of unknown price)`; `none recorded`."""
+    """`$0.001234`; `at least $0.001234 (2 requests of unknown price)`; `no price known (2
+    requests)` when no request had a price (a local model); `none recorded`."""
     if cost_micros is None:
         return "none recorded (offline models only)"
     dollars = f"${cost_micros / 1_000_000:.6f}"
     if not unpriced_requests:
         return dollars
     noun = "request" if unpriced_requests == 1 else "requests"
+    if cost_micros == 0:  # nothing was priced: "at least $0" would read as free
+        return f"no price known ({unpriced_requests} {noun})"
     return f"at least {dollars} ({unpriced_requests} {noun} of unknown price)"
