@@ -350,7 +350,7 @@ def test_importing_the_workflow_side_loads_no_io(graph: Graph) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-TOP_LEVEL_API = {"__init__", "agent", "client", "errors", "events", "media", "media_parts",
+TOP_LEVEL_API = {"__init__", "agent", "client", "contract", "errors", "events", "media", "media_parts",
                  "messages", "models", "options", "results", "tools"}
 """`towline/`'s own modules: the public API. Every other concern is a subpackage."""
 
