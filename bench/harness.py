@@ -37,7 +37,8 @@ from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
 from towline.devserver import DevServerProcess
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
-from towline.results import RunInput, RunResult
+from towline.client import start_run
+from towline.results import RunResult
 
 ABLATIONS = ("memo", "attrs", "mark", "facts")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
@@ -58,10 +59,19 @@ def ablation_note(ablate: list[str] | tuple[str, ...]) -> str:
     return f"\nEXPERIMENT: towline with {', '.join(ablate)} switched off" if ablate else ""
 
 
-@tool
-def add(a: int, b: int) -> int:
+def _add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+add = tool(_add)
+"""The benchmark's tool as a user would write it: not declared idempotent (so each call
+sends the heartbeat that marks its function's entry)."""
+add_idempotent = tool(idempotent=True)(_add)
+"""The same tool declared idempotent, as the peers' tools are (they retry every tool)."""
+
+TOWLINE_VARIANTS = ("towline", "towline-idem")
+"""The towline variants: `add` as it is, and `add` declared idempotent."""
 
 
 def _steps_asked(messages: list[Message]) -> int:
@@ -78,9 +88,10 @@ def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
     return "done"
 
 
-def bench_agent(max_steps: int = 20_000, latency: float = 0.0) -> Agent:
+def bench_agent(max_steps: int = 20_000, latency: float = 0.0, variant: str = "towline") -> Agent:
     """The benchmark agent: one `add` per step for N steps, then "done"; with `latency`
-    (seconds), each model call first sleeps that long, standing in for a provider."""
+    (seconds), each model call first sleeps that long, standing in for a provider. Its `add`
+    is declared idempotent in the `towline-idem` variant."""
 
     async def slow(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
         await asyncio.sleep(latency)
@@ -88,18 +99,23 @@ def bench_agent(max_steps: int = 20_000, latency: float = 0.0) -> Agent:
 
     return Agent(name="bench", model=FunctionModel(slow if latency else script,
                                                    model_name="bench-script"),
-                 tools=[add], limits=Limits(max_steps=max_steps))
+                 tools=[add_idempotent if variant == "towline-idem" else add],
+                 limits=Limits(max_steps=max_steps))
 
 
 async def start_bench_run(client: Client, variant: str, steps: int, *, id: str,
                           task_queue: str) -> WorkflowHandle[Any, Any]:
     """Start a run of `steps` steps: the bare loop's workflow (`bare`), else towline's
-    `AgentRun` of `bench_agent`."""
+    `AgentRun` of `bench_agent`, as `towline.client.start_run` starts one (its search
+    attributes and visible counters in the start request)."""
     if variant == "bare":
         return await client.start_workflow("BareLoop", steps, id=id, task_queue=task_queue,
                                            result_type=str)
-    return await client.start_workflow("AgentRun", RunInput(agent="bench", prompt=str(steps)),
-                                       id=id, task_queue=task_queue, result_type=RunResult)
+    return await start_run(client, _AGENTS[variant], str(steps), id=id, task_queue=task_queue)
+
+
+_AGENTS = {v: bench_agent(variant=v) for v in TOWLINE_VARIANTS}
+"""The agent of each towline variant, as the client knows it (its version, its limits)."""
 
 
 def check_result(result: Any, steps: int) -> None:
@@ -257,7 +273,7 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
         log_full_collections(Path(gc_log))
     HeartbeatCounter.install()
 
-    if variant == "bare":
+    if variant not in TOWLINE_VARIANTS:
         import bare_loop  # pyright: ignore[reportMissingImports]
         from bare_loop import BARE_ACTIVITIES, BareLoop  # pyright: ignore[reportMissingImports]
 
@@ -269,7 +285,8 @@ async def serve(variant: str, address: str, task_queue: str, payload_store: str 
         from towline.runtime.plugin import TowlinePlugin
 
         _ablate(ablate)
-        plugin = TowlinePlugin([bench_agent(latency=latency)], payload_store=payload_store)
+        plugin = TowlinePlugin([bench_agent(latency=latency, variant=variant)],
+                               payload_store=payload_store)
         client = await Client.connect(address, plugins=[plugin])
         worker = Worker(client, task_queue=task_queue)
     loop = asyncio.get_running_loop()
@@ -356,7 +373,7 @@ def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 
 def main() -> None:
     parser = argparse.ArgumentParser(description="a benchmark worker (used by bench/loop.py, "
                                      "bench/scale.py)")
-    parser.add_argument("--serve", choices=("towline", "bare"), required=True)
+    parser.add_argument("--serve", choices=(*TOWLINE_VARIANTS, "bare"), required=True)
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--payload-store")

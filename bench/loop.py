@@ -40,6 +40,7 @@ from typing import Any
 
 from harness import (
     ABLATIONS,
+    TOWLINE_VARIANTS,
     Profile,
     WorkerProcess,
     ablation_note,
@@ -57,11 +58,21 @@ from towline.devserver import DevServerProcess
 from towline.runtime.plugin import TowlinePlugin
 from towline.telemetry.actions import ActionCount, billable_actions
 
-VARIANTS = ("towline", "bare")
+VARIANTS = (*TOWLINE_VARIANTS, "bare")
 SIZES = (5, 25, 100)
 CONCURRENT, CONCURRENT_STEPS = 20, 5
 LONG_STEPS = 600
-GOALS = {"wall": 1.10, "cpu": 1.3, "bytes": 2.0, "concurrent": 1.1, "actions": 1.10}
+GOALS: dict[str, dict[str, float]] = {
+    "wall": {"towline": 1.10, "towline-idem": 1.10},
+    "cpu": {"towline": 1.3, "towline-idem": 1.3},
+    "server": {"towline": 1.10, "towline-idem": 1.10},
+    "bytes": {"towline": 1.80, "towline-idem": 1.80},
+    "concurrent": {"towline": 1.10, "towline-idem": 1.05},
+    "actions": {"towline-idem": 1.05},
+    "extra events": {"towline": 0.0, "towline-idem": 0.0},
+}
+"""Each figure's goal (towline / bare, at the largest N), by towline variant (issue 29);
+`extra events` is a difference (history events per step beyond the bare loop's), not a ratio."""
 
 
 @dataclass
@@ -96,7 +107,8 @@ class Bench:
 
     async def _start(self, variant: str, steps: int) -> tuple[str, Awaitable[Any]]:
         wid = f"{variant}-{steps}-{uuid.uuid4().hex[:8]}"
-        handle = await start_bench_run(self.clients[variant], variant, steps, id=wid,
+        kind = "towline" if variant == "long" else variant  # the long run's agent is towline's
+        handle = await start_bench_run(self.clients[variant], kind, steps, id=wid,
                                        task_queue=self.workers[variant].task_queue)
         return wid, handle.result()
 
@@ -145,14 +157,15 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         for v in VARIANTS:
             workers[v] = WorkerProcess(
                 v, server.address, f"bench-{v}-{uuid.uuid4().hex[:6]}",
-                ablate=ablate if v == "towline" else (),
+                ablate=ablate if v in TOWLINE_VARIANTS else (),
                 profile=profile_dir / f"{v}.txt" if profile_dir else None)
         workers["long"] = WorkerProcess("towline", server.address, f"bench-long-{uuid.uuid4().hex[:6]}",
                                         payload_store=f"file://{store_dir}", ablate=ablate)
         for w in workers.values():
             w.start()
+        towline = await Client.connect(server.address, plugins=[TowlinePlugin()])
         clients = {"bare": await Client.connect(server.address),
-                   "towline": await Client.connect(server.address, plugins=[TowlinePlugin()]),
+                   **{v: towline for v in TOWLINE_VARIANTS},
                    "long": await Client.connect(server.address, plugins=[
                        TowlinePlugin(payload_store=f"file://{store_dir}")])}
         bench = Bench(server, workers, clients)
@@ -188,24 +201,33 @@ def report(args: argparse.Namespace, sizes: list[int], samples: dict[str, dict[s
     rows: list[dict[str, Any]] = []
 
     def row(figure: str, group: str, key: Callable[[Sample], float], unit: str,
-            goal: float | None = None) -> None:
+            goal: str | None = None, difference: bool = False) -> None:
+        """One figure: its median per variant, and per towline variant the median of the
+        per-repeat ratios towline / bare (or differences, `difference`)."""
         s = samples[group]
-        ratios = [key(t) / key(b) for t, b in zip(s["towline"], s["bare"], strict=True) if key(b) > 0]
-        rows.append({"figure": figure, "unit": unit, "goal": goal, "ratio": med(ratios),
+        compared: dict[str, float] = {}
+        for v in TOWLINE_VARIANTS:
+            pairs = zip(s[v], s["bare"], strict=True)
+            compared[v] = med([key(t) - key(b) for t, b in pairs] if difference
+                              else [key(t) / key(b) for t, b in pairs if key(b) > 0])
+        rows.append({"figure": figure, "unit": unit, "difference": difference,
+                     "goals": GOALS.get(goal, {}) if goal else {}, "ratios": compared,
                      **{v: med([key(x) for x in s[v]]) for v in VARIANTS}})
 
     for n in sizes:
         big = n == max(sizes)
-        row(f"wall, one run, N={n}", f"n{n}", lambda x: x.wall, "s", GOALS["wall"] if big else None)
-        row(f"worker CPU, N={n}", f"n{n}", lambda x: x.worker_cpu, "s", GOALS["cpu"] if big else None)
-        row(f"server CPU, N={n}", f"n{n}", lambda x: x.server_cpu, "s")
+        row(f"wall, one run, N={n}", f"n{n}", lambda x: x.wall, "s", "wall" if big else None)
+        row(f"worker CPU, N={n}", f"n{n}", lambda x: x.worker_cpu, "s", "cpu" if big else None)
+        row(f"server CPU, N={n}", f"n{n}", lambda x: x.server_cpu, "s", "server" if big else None)
         row(f"history bytes, N={n}", f"n{n}", lambda x: x.history_bytes, "B",
-            GOALS["bytes"] if big else None)
+            "bytes" if big else None)
         row(f"history events, N={n}", f"n{n}", lambda x: x.events, "n")
+        row(f"events per step beyond bare, N={n}", f"n{n}", lambda x: x.events / max(1, x.steps),
+            "e", "extra events" if big else None, difference=True)
         row(f"billable Actions per step, N={n}", f"n{n}", lambda x: x.actions_per_step, "a",
-            GOALS["actions"] if big else None)
+            "actions" if big else None)
     label = f"{args.concurrent} concurrent runs of N={CONCURRENT_STEPS}"
-    row(f"{label}, wall", "concurrent", lambda x: x.wall, "s", GOALS["concurrent"])
+    row(f"{label}, wall", "concurrent", lambda x: x.wall, "s", "concurrent")
     row(f"{label}, worker CPU", "concurrent", lambda x: x.worker_cpu, "s")
     row(f"{label}, server CPU", "concurrent", lambda x: x.server_cpu, "s")
     row(f"{label}, Actions/step", "concurrent", lambda x: x.actions_per_step, "a")
@@ -243,24 +265,36 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value:.3f} s"
     if unit == "B":
         return f"{value / 1024:.1f} KiB"
-    if unit == "a":
+    if unit in ("a", "e"):
         return f"{value:.2f}"
     return f"{value:.0f}"
 
 
+def _compared(r: dict[str, Any], v: str) -> str:
+    """A towline variant's ratio (or difference) and whether it meets its goal."""
+    value = r["ratios"][v]
+    text = f"{value:+.2f}" if r["difference"] else f"{value:.2f}x"
+    goal = r["goals"].get(v)
+    if goal is None:
+        return f"{text:>8} {'':>13}"
+    bound = f"{goal:+.2f}" if r["difference"] else f"{goal:.2f}x"
+    return f"{text:>8} {('<= ' + bound + (' met' if value <= goal else ' NOT')):>13}"
+
+
 def table(rep: dict[str, Any]) -> str:
     head = (f"towline vs a bare temporalio loop: {rep['repeats']} repeats, alternating order, "
-            "medians (ratio: median of the per-repeat towline/bare)")
+            "medians (ratio: median of the per-repeat towline/bare; `add` as it is in towline, "
+            "declared idempotent in towline-idem)")
     head += ablation_note(rep["ablate"])
-    lines = [head, "", f"{'figure':<38} {'bare':>11} {'towline':>11} {'ratio':>7}  goal"]
+    lines = [head, "", (f"{'figure':<38} {'bare':>10} {'towline':>10} {'ratio':>8} {'goal':>13} "
+                        f"{'towl-idem':>10} {'ratio':>8} {'goal':>13}")]
     for r in rep["rows"]:
-        goal = "" if r["goal"] is None else f"<= {r['goal']:.2f}x " + (
-            "met" if r["ratio"] <= r["goal"] else "NOT MET")
-        lines.append(f"{r['figure']:<38} {_fmt(r['bare'], r['unit']):>11} "
-                     f"{_fmt(r['towline'], r['unit']):>11} {r['ratio']:>6.2f}x  {goal}")
+        lines.append(f"{r['figure']:<38} {_fmt(r['bare'], r['unit']):>10} "
+                     f"{_fmt(r['towline'], r['unit']):>10} {_compared(r, 'towline')} "
+                     f"{_fmt(r['towline-idem'], r['unit']):>10} {_compared(r, 'towline-idem')}")
     lines += ["", f"payload bytes per activity, N={rep['n']} (median)"]
     for kind, v in rep["payloads"].items():
-        lines.append(f"  {kind:<10} bare {v['bare']:>6.0f}  towline {v['towline']:>6.0f}")
+        lines.append(f"  {kind:<10} " + "  ".join(f"{name} {v[name]:>6.0f}" for name in VARIANTS))
     m = rep["model_input"]
     lines.append(f"  model input: request 1 {m['first']} B (tool definitions), request "
                  f"{m['requests']} {m['last']} B ({m['per_step']:+.2f} B per request)")
@@ -268,11 +302,11 @@ def table(rep: dict[str, Any]) -> str:
                    "towline/telemetry/actions.py; heartbeats counted by the worker)")]
     for v in VARIANTS:
         counted = ActionCount(**{k: n for k, n in rep["actions"][v].items() if k != "total"})
-        lines.append(f"  {v:<8} {counted.line()}")
+        lines.append(f"  {v:<12} {counted.line()}")
     lines += ["", f"history bytes per step by event type, N={rep['n']}"]
     for kind, v in sorted(rep["bytes_per_step_by_event"].items(), key=lambda kv: -kv[1]["towline"]):
-        if v["towline"] >= 1 or v["bare"] >= 1:
-            lines.append(f"  {kind:<36} bare {v['bare']:>7.1f}  towline {v['towline']:>7.1f}")
+        if any(v[name] >= 1 for name in VARIANTS):
+            lines.append(f"  {kind:<36} " + "  ".join(f"{name} {v[name]:>7.1f}" for name in VARIANTS))
     if rep.get("long"):
         long = rep["long"]
         lines += ["", (f"long towline run, {long['steps']} steps, file:// payload store "

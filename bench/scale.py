@@ -21,8 +21,9 @@ Figures per batch:
   theirs before it, per 100 runs (all R runs are live at once, in the sticky cache);
 - server CPU and worker CPU (user + system, all threads) over the batch;
 - billable Actions per step (`towline/telemetry/actions.py`) of the sampled runs, heartbeats included.
-The ratio lines compare towline's steps/s with the bare loop's at each size (goal at
-R = 1000, L = 200 ms: >= 0.90x).
+The ratio lines compare each towline variant's steps/s with the bare loop's at each size
+(goal at R = 1000, L = 200 ms: >= 0.90x): `towline` runs `add` as it is (not idempotent),
+`towline-idem` with `add` declared idempotent.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 from harness import (
     ABLATIONS,
+    TOWLINE_VARIANTS,
     WorkerProcess,
     ablation_note,
     ablations,
@@ -54,7 +56,7 @@ from temporalio.client import Client, WorkflowHandle
 from towline.runtime.plugin import TowlinePlugin
 from towline.telemetry.actions import ActionCount, billable_actions
 
-VARIANTS = ("towline", "bare")
+VARIANTS = (*TOWLINE_VARIANTS, "bare")
 GOAL_STEPS_PER_S = 0.90
 QUICK = {"runs": "20", "steps": 3, "latency": "200", "workers": "1,2", "sample": 20}
 FULL = {"runs": "200,1000", "steps": 10, "latency": "200,1000", "workers": "1,2", "sample": 200}
@@ -137,7 +139,7 @@ async def batch(server_pid: int, clients: dict[str, Client], address: str, varia
     latency = latency_ms / 1000
     queue = f"scale-{variant}-{uuid.uuid4().hex[:6]}"
     procs = [WorkerProcess(variant, address, queue, latency=latency,
-                           ablate=ablate if variant == "towline" else ())
+                           ablate=ablate if variant in TOWLINE_VARIANTS else ())
              for _ in range(workers)]
     client = clients[variant]
     try:
@@ -191,8 +193,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     server = memory_server()
     await server.start()
     try:
+        towline = await Client.connect(server.address, plugins=[TowlinePlugin()])
         clients = {"bare": await Client.connect(server.address),
-                   "towline": await Client.connect(server.address, plugins=[TowlinePlugin()])}
+                   **{v: towline for v in TOWLINE_VARIANTS}}
         batches: list[Batch] = []
         variants = [v for v in args.variants.split(",") if v]
         for workers in _ints(args.workers):
@@ -212,15 +215,16 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
-    """towline's steps/s over the bare loop's, for each (workers, R, L) both ran."""
+    """Each towline variant's steps/s over the bare loop's, for each (workers, R, L) both ran."""
     found: list[dict[str, Any]] = []
     by_key = {(b.variant, b.workers, b.runs, b.latency_ms): b for b in batches}
     for (variant, workers, runs, latency), t in by_key.items():
         bare = by_key.get(("bare", workers, runs, latency))
-        if variant != "towline" or bare is None:
+        if variant not in TOWLINE_VARIANTS or bare is None:
             continue
         goal = GOAL_STEPS_PER_S if (runs, latency) == (1000, 200) else None
-        found.append({"workers": workers, "runs": runs, "latency_ms": latency, "goal": goal,
+        found.append({"variant": variant, "workers": workers, "runs": runs,
+                      "latency_ms": latency, "goal": goal,
                       "steps_per_s": t.steps_per_s / bare.steps_per_s,
                       "overhead_p50": t.overhead_p50_ms / bare.overhead_p50_ms,
                       "server_cpu": t.server_cpu / bare.server_cpu if bare.server_cpu else None,
@@ -232,12 +236,12 @@ def table(rep: dict[str, Any]) -> str:
     lines = [(f"R concurrent runs of S={rep['steps']} steps, model call L ms "
               "(overhead: step wall time - L; RSS: peak - before, per 100 live runs)"
               + ablation_note(rep.get("ablate", []))), "",
-             (f"{'variant':<8} {'wkr':>3} {'R':>5} {'L ms':>5} {'wall s':>7} {'steps/s':>8} "
+             (f"{'variant':<12} {'wkr':>3} {'R':>5} {'L ms':>5} {'wall s':>7} {'steps/s':>8} "
               f"{'p50 ms':>7} {'p99 ms':>7} {'MiB/100':>8} {'srv CPU':>8} {'wkr CPU':>8} "
               f"{'Act/step':>8}")]
     for b in rep["batches"]:
         lines.append(
-            f"{b['variant']:<8} {b['workers']:>3} {b['runs']:>5} {b['latency_ms']:>5} "
+            f"{b['variant']:<12} {b['workers']:>3} {b['runs']:>5} {b['latency_ms']:>5} "
             f"{b['wall']:>7.1f} {b['steps_per_s']:>8.1f} {b['overhead_p50_ms']:>7.0f} "
             f"{b['overhead_p99_ms']:>7.0f} {b['rss_per_100_runs_mib']:>8.1f} "
             f"{b['server_cpu']:>7.1f}s {b['worker_cpu']:>7.1f}s {b['actions_per_step']:>8.2f}")
@@ -247,7 +251,8 @@ def table(rep: dict[str, Any]) -> str:
         goal = "" if r["goal"] is None else f"  goal >= {r['goal']:.2f}x " + (
             "met" if r["steps_per_s"] >= r["goal"] else "NOT MET")
         server = f"{r['server_cpu']:.2f}x" if r["server_cpu"] is not None else "-"
-        lines.append(f"  {r['workers']} worker(s), R={r['runs']}, L={r['latency_ms']} ms: steps/s "
+        lines.append(f"  {r['variant']:<12} {r['workers']} worker(s), R={r['runs']}, "
+                     f"L={r['latency_ms']} ms: steps/s "
                      f"{r['steps_per_s']:.2f}x, overhead p50 {r['overhead_p50']:.2f}x, server CPU "
                      f"{server}, Actions/step {r['actions_per_step']:.2f}x{goal}")
     return "\n".join(lines)
@@ -262,7 +267,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help=f"S (default {FULL['steps']})")
     parser.add_argument("--latency", help=f"L in ms, comma-separated (default {FULL['latency']})")
     parser.add_argument("--workers", help=f"worker processes, comma-separated (default {FULL['workers']})")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="towline,bare")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="towline (`add` as it is), towline-idem (`add` declared idempotent), bare")
     parser.add_argument("--sample", type=int,
                         help=f"runs per batch whose histories are read (default {FULL['sample']})")
     parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",

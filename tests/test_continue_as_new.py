@@ -113,13 +113,14 @@ async def test_long_run_continues_as_new_and_carries_everything(client: Client) 
     for i, events in enumerate(histories):
         recorded = counters_from_history(events)
         if i > 0:
-            # The new execution's start event carries the memo the previous one ended with.
+            # The new execution's start event carries the memo and the input's counters the
+            # previous one ended with (its last confirmed counters), and goes on from them.
             started = events[0].workflow_execution_started_event_attributes
             assert MEMO_KEY in started.memo.fields
             assert decode_counters(started.memo.fields[MEMO_KEY]) == snapshots[-1]
-            assert recorded[0] == snapshots[-1]
+            assert recorded[0].run_step == snapshots[-1].run_step + 1
         snapshots.extend(recorded)
     steps = [s.run_step for s in snapshots]
     assert steps == sorted(steps) and steps[-1] == total
-    assert set(steps) == set(range(total + 1))
+    assert set(steps) == set(range(1, total + 1))
     assert snapshots[-1] == c

@@ -59,7 +59,9 @@ async def _check_fork(tclient: Client, original: RunHistory, step: int, handle: 
     # a fork's ledger is its own: from zero, never the original's
     first_execution = tclient.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
     snapshots = counters_from_history((await first_execution.fetch_history()).events)
-    assert (snapshots[0].run_step, snapshots[0].tool_calls, snapshots[0].total_tokens) == (0, 0, 0)
+    # (the first model request's header: step 1, nothing done before it)
+    assert (snapshots[0].run_step, snapshots[0].requests, snapshots[0].tool_calls,
+            snapshots[0].total_tokens) == (1, 0, 0, 0)
     steps_left = 3 - step + 1
     assert (result.counters.run_step, result.counters.requests) == (steps_left, steps_left)
     assert result.counters.tool_calls == max(0, 2 - step + 1)

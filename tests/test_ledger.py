@@ -2,8 +2,9 @@
 
 A run whose capability overwrites every runtime-owned counter in both model hooks
 is read back from its workflow history (`fetch_history`): the `towline.counters`
-memo snapshots are exactly the confirmed sequence, and the search attributes make
-the run findable in visibility queries.
+header of each activity and the result hold exactly the confirmed sequence, the memo
+ends with the result's counters, and the search attributes make the run findable in
+visibility queries.
 """
 
 from __future__ import annotations
@@ -80,20 +81,22 @@ def _c(**values: Any) -> Counters:
     return Counters(**{**base, **values})
 
 
-def _step(n: int) -> dict[str, Any]:
-    """Requests and tokens after n model requests (FunctionModel's usage: 10 in, 5 out)."""
-    return {"run_step": n, "requests": n, "input_tokens": 10 * n, "output_tokens": 5 * n}
+def _step(n: int, requests: int | None = None) -> dict[str, Any]:
+    """Step n, after `requests` (default n) model requests (FunctionModel's usage: 10 in, 5 out)."""
+    done = n if requests is None else requests
+    return {"run_step": n, "requests": done, "input_tokens": 10 * done, "output_tokens": 5 * done}
 
 
 EXPECTED = [
-    _c(),                                                     # started
-    _c(**_step(1)),                                           # response 1 admitted
-    _c(**_step(1), tool_calls=1, tool_retries={"echo": 1}),   # retry recorded
-    _c(**_step(2), tool_calls=1, tool_retries={"echo": 1}),   # response 2 admitted
-    _c(**_step(2), tool_calls=2),                             # success recorded
-    _c(**_step(3), tool_calls=2),                             # final response admitted
+    _c(**_step(1, 0)),                                            # request 1 scheduled
+    _c(**_step(1), tool_calls=1),                                 # its call c1 scheduled
+    _c(**_step(2, 1), tool_calls=1, tool_retries={"echo": 1}),    # request 2: c1 asked to retry
+    _c(**_step(2), tool_calls=2, tool_retries={"echo": 1}),       # its call c2 scheduled
+    _c(**_step(3, 2), tool_calls=2),                              # request 3: c2 succeeded
+    _c(**_step(3), tool_calls=2),                                 # the result
 ]
-"""One snapshot per change of the confirmed counters (the run's end changes only its status)."""
+"""What the runtime confirmed before each activity (its `towline.counters` header), then the
+result's counters: whatever the hooks wrote, every counter is the runtime's."""
 
 
 async def _find(tclient: Client, query: str) -> list[str]:
@@ -148,9 +151,9 @@ async def test_failed_run_ledger_matches_its_partial(worker: tuple[Client, str])
     base: dict[str, Any] = {"max_steps": 1, "output_retries": 1,
                             "agent_version": agent_version(FAILING)}
     assert snapshots == [
-        Counters(**base),
-        Counters(**base, **_step(1)),
-        Counters(**base, **_step(1), tool_calls=1),  # then MaxStepsExceeded: status only
+        Counters(**base, **_step(1, 0)),             # request 1
+        Counters(**base, **_step(1), tool_calls=1),  # its call f1
+        Counters(**base, **_step(1), tool_calls=1),  # the partial: then MaxStepsExceeded
     ]
     assert partial.counters == snapshots[-1]
     query = f'WorkflowId = "{run_id}" AND TowlineStatus = "failed" AND TowlineRunStep = 1'

@@ -2,11 +2,11 @@
 
 A 10-step run started by `start_run` records two `core_patch` markers (the engine
 version's, by the cascade of `workflows.versions`, and the agent version's), sets its
-search attributes in the start request (not billed) and upserts them only when they
-change meaningfully: at status changes, at most every `ATTRIBUTE_STEPS` steps between
-them, and at the end. The memo snapshots stay one per confirmed transition, exactly the
-confirmed counters, and the search attributes are exact at the end and while a session
-waits.
+search attributes and its visible counters (memo `towline.counters`) in the start request
+(not billed) and writes them together only when they change meaningfully: at status
+changes, at most every `ATTRIBUTE_STEPS` steps between them, and at the end (engine 4: the
+confirmed counters ride on every activity's header). The memo and the search attributes are
+exact at the end and while a session waits.
 """
 
 from __future__ import annotations
@@ -73,17 +73,30 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
 
 
 def _expected(agent: Agent, steps: int) -> list[Counters]:
-    """One snapshot per confirmed transition of a run whose steps but the last call `tick`."""
+    """The confirmed sequence of a run whose steps but the last call `tick`: the counters in
+    the header of each activity (model request n: step n, n - 1 requests and their tokens;
+    tool call n: counted), then the result's."""
     base = Counters(max_steps=agent.limits.max_steps, output_retries=agent.limits.output_retries,
                     agent_version=agent_version(agent))
-    found = [base]
+
+    def after(n: int, step: int, calls: int) -> Counters:
+        return base.model_copy(update={"run_step": step, "requests": n, "input_tokens": 10 * n,
+                                       "output_tokens": 5 * n, "tool_calls": calls})
+
+    found: list[Counters] = []
     for n in range(1, steps + 1):
-        step: dict[str, Any] = {"run_step": n, "requests": n, "input_tokens": 10 * n,
-                                "output_tokens": 5 * n, "tool_calls": n - 1}
-        found.append(base.model_copy(update=step))
+        found.append(after(n - 1, n, n - 1))  # model request n
         if n < steps:
-            found.append(base.model_copy(update={**step, "tool_calls": n}))
-    return found
+            found.append(after(n, n, n))  # its tool call
+    return [*found, after(steps, steps, steps - 1)]
+
+
+def _memo_upserts(events: list[Any]) -> list[Counters]:
+    """The `towline.counters` memo of each memo upsert (the visible counters written)."""
+    return [decode_counters(e.workflow_properties_modified_event_attributes.upserted_memo
+                            .fields[MEMO_KEY]) for e in events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+            and MEMO_KEY in e.workflow_properties_modified_event_attributes.upserted_memo.fields]
 
 
 async def _attributes(handle: WorkflowHandle[Any, Any]) -> tuple[dict[str, Any], Counters]:
@@ -123,9 +136,16 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
     assert towline_upserts(events) == [
         {"TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"}, {"TowlineStatus"}]
 
-    # the ledger is unchanged: a memo snapshot at every confirmed transition, exactly
+    # the confirmed counters ride on the activities' headers and the result; the visible
+    # counters (the start request's memo, `start_run`'s) are written with the attributes:
+    # once, at step ATTRIBUTE_STEPS, where they already equal the result's (the end then
+    # changes the status only)
     assert counters_from_history(events) == _expected(TEN, STEPS)
     assert result.counters == _expected(TEN, STEPS)[-1]
+    started_memo = events[0].workflow_execution_started_event_attributes.memo.fields[MEMO_KEY]
+    assert decode_counters(started_memo) == _expected(TEN, STEPS)[0].model_copy(
+        update={"run_step": 0})
+    assert _memo_upserts(events) == [result.counters]
     values, memo = await _attributes(handle)
     assert memo == result.counters
     assert values == _exact(result.counters, "succeeded", TEN)

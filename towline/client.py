@@ -33,8 +33,9 @@ from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
-from towline.results import PartialRun, RunInput, RunResult
+from towline.results import Counters, PartialRun, RunInput, RunResult
 from towline.runtime.fingerprint import agent_version
+from towline.runtime.ledger import MEMO_KEY, to_proto
 from towline.runtime.plugin import TowlinePlugin
 from towline.runtime.registration import unregistered_attribute
 from towline.runtime.search_attributes import start_attributes
@@ -152,10 +153,16 @@ async def start_run(
                    priority=priority, tenant=tenant)
     workflow_id = id or f"{name}-{_suffix()}"
 
+    version = agent_version(agent) if isinstance(agent, Agent) else None
+    # The visible counters a new run starts with (the run writes its memo only where they
+    # differ): known when the agent itself is given.
+    memo = ({MEMO_KEY: to_proto(Counters.starting(limits or agent.limits, version))}
+            if isinstance(agent, Agent) else None)
+
     async def start(attributes: TypedSearchAttributes | None) -> WorkflowHandle[Any, RunResult]:
         return await client.start_workflow(
             "AgentRun", inp, id=workflow_id, task_queue=task_queue, result_type=RunResult,
-            id_reuse_policy=id_reuse_policy, search_attributes=attributes,
+            id_reuse_policy=id_reuse_policy, search_attributes=attributes, memo=memo,
             static_summary=f"{name}: {prompt_text(prompt or '')[:80]}",
             priority=run_priority(priority, tenant),
         )
@@ -164,7 +171,6 @@ async def start_run(
     # not billed; the run upserts only what differs. A namespace that has not registered
     # them refuses the start (nothing started): start again without, the run upserts those
     # it finds registered.
-    version = agent_version(agent) if isinstance(agent, Agent) else None
     try:
         return await start(start_attributes(name, version))
     except RPCError as e:

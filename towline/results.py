@@ -68,6 +68,12 @@ class Counters(BaseModel):
     """The version of the agent definition the run started with (`towline.runtime.fingerprint`);
     None in snapshots written before towline recorded versions."""
 
+    @classmethod
+    def starting(cls, limits: Limits, agent_version: str | None) -> Counters:
+        """A new run's counters: nothing done yet, its limits and its agent's version."""
+        return cls(max_steps=limits.max_steps, output_retries=limits.output_retries,
+                   agent_version=agent_version)
+
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""

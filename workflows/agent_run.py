@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributeKey
 
-from towline.activities.io import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
     AgentVersionMismatch,
@@ -44,17 +43,17 @@ from towline.timetravel.lineage import run_lineage
 
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
+from .facts import worker_facts
 from .handlers import RunHandlers, SendInput
 from .hook_api import ApprovalDecision
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
-from .run import PAYLOAD_LIMIT, Run
+from .run import PAYLOAD_LIMIT, Run, start_counters
 from .run_input import agent_named_in, decode_run_input
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 from .versions import (
     AGENT_VERSIONS,
-    CARRIED_FACTS,
     EARLY_STATUS,
     TRUNCATED_OUTPUT,
     VERSION_FIRST,
@@ -72,31 +71,6 @@ def _result(run: Run, output: Any) -> RunResult:
         output=output, messages=run.messages, usage=run.usage, counters=run.counters,
         state=run.state, run_id=run.run_id,
     )
-
-
-def _facts_of(raw: Any) -> WorkerFacts:
-    """The local activity's answer: `WorkerFacts`, or (earlier versions) the attribute list."""
-    try:
-        if isinstance(raw, list):
-            return WorkerFacts(attributes=[str(n) for n in raw])  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        return WorkerFacts.model_validate(raw)
-    except ValidationError:
-        return WorkerFacts()
-
-
-def _carried_facts(args: Sequence[Any]) -> WorkerFacts | None:
-    """The facts an execution continued by this code carries in its input, if any."""
-    if workflow.info().continued_run_id is None or len(args) != 1:
-        return None
-    first: Any = args[0]
-    resume: Any = first.get("resume") if isinstance(first, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    facts: Any = resume.get("facts") if isinstance(resume, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if facts is None:
-        return None
-    try:
-        return WorkerFacts.model_validate(facts)
-    except ValidationError:
-        return None
 
 
 @workflow.defn(name="AgentRun", sandboxed=False)
@@ -166,6 +140,10 @@ class AgentRun(RunHandlers):
             run.record_state = True
             run.recorded_state = dict(inp.resume.state) if inp.resume is not None else {}
             run.lineage, run.lineage_details = run_lineage()
+        if at_least(4):  # the ledger (issue 29): counters in activity headers, the memo when due
+            run.ledger_headers = True
+            if inp.resume is None:
+                run.recorded_counters = start_counters()
         run.confirm()
         if inp.resume is None:
             telemetry.run_started(agent.name)
@@ -199,6 +177,12 @@ class AgentRun(RunHandlers):
         await self.stream.close()  # streaming: subscribers' polls return before the run ends
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _result(run, output)
+
+    def ledger_header(self) -> Payload | None:
+        """Engine 4: the `towline.counters` header of an activity scheduled now, the counters
+        the runtime has confirmed (`towline.runtime.ledger_headers`); None before."""
+        run = self._run
+        return run.header() if run is not None and run.ledger_headers else None
 
     async def _end_stream(self, failure: RunFailure) -> RunFailure:
         """Streaming: publish the failure and release subscribers before the run fails."""
@@ -284,8 +268,7 @@ class AgentRun(RunHandlers):
         else:
             state = agent.state_defaults()
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
-            counters = Counters(max_steps=limits.max_steps, output_retries=limits.output_retries,
-                                agent_version=version)
+            counters = Counters.starting(limits, version)
             run = Run(agent=agent, run_id=info.workflow_id, limits=limits, messages=[],
                       state=state, counters=counters)
             for m in inp.message_history or []:
@@ -304,18 +287,8 @@ class AgentRun(RunHandlers):
         return run
 
     async def _worker_facts(self, args: Sequence[Any]) -> WorkerFacts:
-        """Registered attributes and payload limit: carried from the previous execution,
-        else asked of this worker (recorded by the local activity's marker)."""
-        carried = _carried_facts(args)
-        if carried is not None and since(CARRIED_FACTS):
-            return carried
-        try:
-            raw: Any = await workflow.execute_local_activity(
-                SEARCH_ATTRIBUTES_ACTIVITY, start_to_close_timeout=timedelta(seconds=30),
-            )
-        except Exception:  # noqa: BLE001 - no registry access: the run goes on without search attributes
-            return WorkerFacts()
-        return _facts_of(raw)
+        """Registered attributes, payload limit and model routes (`facts.worker_facts`)."""
+        return await worker_facts(args)
 
     def _fail(self, run: Run, failure: RunFailure) -> RunFailure:
         run.close_unpaired(f"not executed: the run failed ({type(failure).__name__})")

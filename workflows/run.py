@@ -1,8 +1,10 @@
 """`Run`: the mutable, workflow-owned record of one run, and the ledger it keeps.
 
 Only the runtime writes here. Hooks see copies; what they return is checked
-before anything here changes. Every confirmed transition calls `confirm()`,
-which upserts the memo `towline.counters` and the search attributes.
+before anything here changes. Every confirmed transition calls `confirm()`, which
+writes the visible counters (the memo `towline.counters` and the search attributes)
+when they are due; engine 4 on, the confirmed counters themselves ride on the header
+of every activity the run schedules (`header()`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 from towline.agent import Agent
@@ -22,25 +25,35 @@ from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPar
 from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
 from towline.results import Counters, PartialRun
 from towline.runtime import search_attributes as sa
-from towline.runtime.ledger import MEMO_KEY, format_cost, to_proto
+from towline.runtime.ledger import MEMO_KEY, RunCounters, format_cost, from_proto, to_proto
 from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
 from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
 from towline.tools import Tool
 
 __all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS", "ATTRIBUTE_SECONDS", "oversize",
-           "run_payload_limit"]
+           "run_payload_limit", "start_counters"]
 
 ATTRIBUTE_STEPS = 10
-"""Between status changes, the Int search attributes are upserted at most once per this many
-steps (engine 2): a billable Action per 10 steps (0.1 per step) keeps the counters a list
-filters on within 10 steps of the ledger; `towline runs` reads the exact live counters
-from the memo, which a listing returns, and the end of the run and every status change
-upsert them exactly."""
+"""Between status changes, the Int search attributes (engine 2) and, engine 4 on, the memo
+`towline.counters` are written at most once per this many steps: one billable Action and
+two history events per 10 steps keep the counters a list shows and filters on within 10
+steps of the ledger; the end of the run and every status change write them exactly."""
 
 ATTRIBUTE_SECONDS = 300
 """...or once per this many seconds of workflow time, whichever comes first: a slow run (a
 long model call, a long tool) is then at most 5 minutes stale in a list, at one Action per
 5 minutes at most."""
+
+
+def start_counters() -> Counters | None:
+    """Engine 4: the counters the start request's memo `towline.counters` holds (`start_run`
+    sets them), so the run's first confirm writes the memo only where they differ; None when
+    the start set none (or none readable)."""
+    try:
+        record: Any = workflow.memo_value(MEMO_KEY, None, type_hint=RunCounters)
+    except Exception:  # noqa: BLE001 - unreadable: the first confirm writes the memo
+        return None
+    return from_proto(record) if isinstance(record, RunCounters) else None
 
 
 def run_payload_limit() -> int:
@@ -126,6 +139,11 @@ class Run:
     """Engine 3: a fork's `towline.forked_from` memo value (carried across continue-as-new)."""
     lineage_details: str = ""
     """Engine 3: a fork's line in the current details, linking the run it was forked from."""
+    ledger_headers: bool = False
+    """Engine 4: the confirmed counters go in every activity's header (`header`); the memo
+    is written with the search attributes, when they are due (`confirm`)."""
+    _header: tuple[Counters, Payload] | None = field(default=None, repr=False)
+    """Engine 4: the counters of the last header and its payload."""
 
     def __post_init__(self) -> None:
         if not self.tools:
@@ -190,29 +208,45 @@ class Run:
         return message
 
     def confirm(self, status: str | None = None) -> None:
-        """A confirmed transition: upsert what changed of the ledger memo and search attributes.
+        """A confirmed transition: upsert what changed of the visible counters (memo and search
+        attributes) when they are due, and show the counters in the current details.
 
-        The memo is written only when the counters changed, so the memo snapshots in
-        the history are exactly the sequence of distinct confirmed counters. Search
-        attributes (engine 2, `sparse_attributes`): at an execution's first confirm, at
-        every status change and otherwise at most every `ATTRIBUTE_STEPS` steps or
-        `ATTRIBUTE_SECONDS`; before, at every change.
+        Engine 4 (`ledger_headers`): the confirmed counters ride on the next activity's
+        header, so the memo `towline.counters` and the search attributes are written together,
+        when due (`_attributes_due`: an execution's first confirm, every status change, at most
+        every `ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` between). Before, the memo was
+        written at every change of the counters (the snapshots in the history are then exactly
+        the sequence of distinct confirmed counters), and the search attributes (engine 2,
+        `sparse_attributes`) when due or (earlier) at every change.
         """
         changed_status = status is not None and status != self.status
         if status is not None:
             self.status = status
+        due = self._attributes_due(changed_status) if self.sparse_attributes else True
         memo: dict[str, Any] = {}
-        if self.counters != self.recorded_counters:
+        state_changed = self.record_state and self.state != self.recorded_state
+        # engine 4: the counters join a state snapshot's command (it costs no event of its own)
+        counters_due = due or state_changed or not self.ledger_headers
+        if counters_due and self.counters != self.recorded_counters:
             memo[MEMO_KEY] = to_proto(self.counters)
             self.recorded_counters = self.counters
-        if self.record_state and self.state != self.recorded_state:  # one command with the counters
+        if state_changed:  # one command with the counters
             memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
             self.recorded_state = copy.deepcopy(self.state)
         if memo:
             workflow.upsert_memo(memo)
-        if not self.sparse_attributes or self._attributes_due(changed_status):
+        if due:
             self._upsert_attributes()
         workflow.set_current_details(self.details())
+
+    def header(self) -> Payload:
+        """Engine 4: the `towline.counters` header of an activity scheduled now (the confirmed
+        counters, `json/protobuf`), converted once per value of the counters."""
+        cached = self._header
+        if cached is None or cached[0] != self.counters:
+            payload = workflow.payload_converter().to_payloads([to_proto(self.counters)])[0]
+            cached = self._header = (self.counters, payload)
+        return cached[1]
 
     def _attributes_due(self, changed_status: bool) -> bool:
         """Engine 2: whether this confirm upserts the search attributes that changed."""

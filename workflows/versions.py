@@ -35,10 +35,12 @@ replayed (then use `workflow.deprecate_patch(ID)` for one release).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.history.v1 import HistoryEvent
 
 __all__ = [
     "engine",
@@ -50,6 +52,7 @@ __all__ = [
     "ENGINE_4",
     "ENGINES",
     "recorded_engine",
+    "history_engine",
     "EARLY_STATUS",
     "FAILURE_ACCOUNTING",
     "TRUNCATED_OUTPUT",
@@ -152,6 +155,22 @@ def recorded_engine(patch_ids: Iterable[str]) -> int:
     (for readers of a history outside the workflow: `LEGACY` when no cascade id is there)."""
     known = dict(ENGINES)
     return max((known[i] for i in patch_ids if i in known), default=LEGACY)
+
+
+def history_engine(events: Iterable[HistoryEvent]) -> int:
+    """The engine version one execution's history recorded, read from its `workflow.patched`
+    markers (`core_patch`, whose `patch-data` names the id): `LEGACY` when no cascade id is there."""
+    ids: list[str] = []
+    for e in events:
+        attrs = e.marker_recorded_event_attributes
+        if attrs.marker_name != "core_patch" or "patch-data" not in attrs.details:
+            continue
+        for p in attrs.details["patch-data"].payloads:
+            try:
+                ids.append(str(json.loads(p.data).get("id")))
+            except (ValueError, AttributeError):
+                continue
+    return recorded_engine(ids)
 
 
 def at_least(version: int) -> bool:

@@ -42,7 +42,7 @@ from towline.results import RunInput
 from towline.runtime.request_chain import RequestDefinitions
 from towline.runtime.request_rebuild import RequestRebuilder
 from towline.timetravel.lineage import STATE_MEMO
-from towline.workflows.versions import recorded_engine
+from towline.workflows.versions import history_engine
 
 __all__ = ["RunHistory", "RecordedRequest", "RecordedToolCall", "HistoryReadError",
            "read_run_history", "TOOL_ACTIVITY_PREFIX"]
@@ -196,17 +196,7 @@ async def _executions(client: Client, workflow_id: str) -> list[tuple[str, list[
 
 def _engine_3(events: list[HistoryEvent]) -> bool:
     """Whether the history was written by engine 3 or newer (it records state snapshots)."""
-    ids: list[str] = []
-    for e in events:
-        attrs = e.marker_recorded_event_attributes
-        if attrs.marker_name != "core_patch" or "patch-data" not in attrs.details:
-            continue
-        for p in attrs.details["patch-data"].payloads:
-            try:
-                ids.append(str(json.loads(p.data).get("id")))
-            except (ValueError, AttributeError):
-                continue
-    return recorded_engine(ids) >= 3
+    return history_engine(events) >= 3
 
 
 def _summary(event: HistoryEvent) -> str | None:

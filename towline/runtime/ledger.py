@@ -1,21 +1,27 @@
-"""The ledger: confirmed counters as `towline.v1.RunCounters`, in memo and search attributes.
+"""The ledger: confirmed counters as `towline.v1.RunCounters`, in activity headers and the memo.
 
-The workflow upserts memo key `towline.counters` (a `json/protobuf` payload, so
-the Temporal UI shows it) at every confirmed transition. `counters_from_history`
-reads the sequence back from a workflow history, exactly as recorded. The snapshot
-is as small as that encoding allows: proto3 JSON leaves out every field at its default
-(zero counters, an empty `tool_retries`), compactly (`JSONProtoPayloadConverter`), about
-160 bytes of data plus the payload's `encoding` and `messageType`, which the UI and
-`decode_counters` read. The search attributes are upserted only when they change
-meaningfully (`workflows.run.Run.confirm`); the memo is the exact, live record.
+Engine 4 on, the confirmed counters ride on the events a run writes anyway: every activity
+the run schedules carries them in its Temporal header `towline.counters` (a `json/protobuf`
+payload, encoded by the codec like every payload: `towline.runtime.ledger_headers`), and its
+result, a failure's partial run and a continue-as-new input carry the final ones. Memo key
+`towline.counters` (the same payload, so the Temporal UI shows it) and the search attributes
+are the *visible* counters, written at status changes, at the end and at most every
+`ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` between (`workflows.run.Run.confirm`); older
+runs wrote the memo at every confirmed transition. `counters_from_history` reads the
+confirmed sequence back from either kind of history, exactly as recorded. A record is as
+small as that encoding allows: proto3 JSON leaves out every field at its default (zero
+counters, an empty `tool_retries`), compactly (`JSONProtoPayloadConverter`), about 160 bytes
+of data plus the payload's `encoding` and `messageType`, which the UI and `decode_counters` read.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import json_format
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import JSONProtoPayloadConverter
@@ -30,10 +36,18 @@ __all__ = [
     "from_proto",
     "decode_counters",
     "counters_from_history",
+    "final_counters",
+    "HEADER_KEY",
+    "HEADER_ENGINE",
     "format_cost",
 ]
 
 MEMO_KEY = "towline.counters"
+"""The memo key of the visible counters."""
+HEADER_KEY = "towline.counters"
+"""The Temporal header of every activity a run schedules: the counters confirmed then."""
+HEADER_ENGINE = 4
+"""The engine version from which runs carry `HEADER_KEY` (and write the memo sparsely)."""
 
 
 def to_proto(counters: Counters) -> RunCounters:
@@ -70,7 +84,22 @@ def decode_counters(payload: Payload) -> Counters:
 
 
 def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
-    """Every `towline.counters` snapshot a workflow history records, in order."""
+    """The confirmed counters a workflow history records, in order, read as written.
+
+    Engine 4 and newer (`workflows.versions.history_engine`): the `towline.counters` header of
+    each activity the run scheduled (what the runtime had confirmed before that I/O step),
+    then the final counters its close event holds (the result's, a failure's partial run's, a
+    continue-as-new input's). Older histories: every `towline.counters` memo snapshot (the
+    start request's and each upsert). Pass every execution's events, in order, for a run that
+    continued as new; decode an encrypted history first (`towline.encryption.codec.decode_history`).
+    A payload that cannot be read (a stored reference, say) is left out.
+    """
+    # imported here: `towline.workflows` (its package) imports this module as it loads
+    from towline.workflows.versions import history_engine
+
+    events = list(events)
+    if history_engine(events) >= HEADER_ENGINE:
+        return _from_headers(events)
     found: list[Counters] = []
     for event in events:
         fields = None
@@ -81,6 +110,46 @@ def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
         if fields is not None and MEMO_KEY in fields:
             found.append(decode_counters(fields[MEMO_KEY]))
     return found
+
+
+def _from_headers(events: list[HistoryEvent]) -> list[Counters]:
+    found: list[Counters] = []
+    for event in events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            fields = event.activity_task_scheduled_event_attributes.header.fields
+            if HEADER_KEY in fields:
+                found.append(decode_counters(fields[HEADER_KEY]))
+            continue
+        final = final_counters(event)
+        if final is not None:
+            found.append(final)
+    return found
+
+
+def final_counters(event: HistoryEvent) -> Counters | None:
+    """The final counters a close event holds: the result's (`RunResult.counters`), the failed
+    run's partial (`partial.counters`), or the continue-as-new input's (`resume.counters`); None
+    for any other event, or where the payload cannot be read as plain JSON."""
+    payload: Payload | None = None
+    path: tuple[str, ...] = ("counters",)
+    if event.HasField("workflow_execution_completed_event_attributes"):
+        payloads = event.workflow_execution_completed_event_attributes.result.payloads
+        payload = payloads[0] if payloads else None
+    elif event.HasField("workflow_execution_failed_event_attributes"):
+        info = event.workflow_execution_failed_event_attributes.failure.application_failure_info
+        payload = info.details.payloads[0] if info.details.payloads else None
+    elif event.HasField("workflow_execution_continued_as_new_event_attributes"):
+        payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
+        payload, path = (payloads[0] if payloads else None), ("resume", "counters")
+    if payload is None or payload.metadata.get("encoding") != b"json/plain":
+        return None
+    try:
+        value: Any = json.loads(payload.data)
+        for key in path:
+            value = value[key]
+        return Counters.model_validate(value)
+    except (ValueError, KeyError, TypeError, ValidationError):
+        return None
 
 
 def format_cost(cost_micros: int | None, unpriced_requests: int = 0) -> str:

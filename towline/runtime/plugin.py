@@ -29,8 +29,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.client import Client, ClientConfig
+from temporalio.common import HeaderCodecBehavior, VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
@@ -60,6 +60,7 @@ from towline.runtime.converter import (
 )
 from towline.runtime.hashseed import warn_unless_pinned
 from towline.runtime.heap import settle_heap
+from towline.runtime.ledger_headers import LedgerHeaders
 from towline.runtime.model_access import ModelAccess
 from towline.runtime.payloads import register_payload_limit
 from towline.runtime.registration import ATTRIBUTE_CACHE
@@ -131,6 +132,18 @@ class _Chain(PayloadCodec):
 
     async def decode(self, payloads: Sequence[Any]) -> list[Any]:
         return await self.inner.decode(await self.outer.decode(payloads))
+
+
+def _header_codec(config: ClientConfig) -> ClientConfig:
+    """With a payload codec, headers are encoded (and decoded) by it too: the ledger's
+    `towline.counters` header is then encrypted like every other payload. Temporal's default,
+    `NO_CODEC`, would leave it plain; a behaviour chosen other than that default is kept."""
+    converter: Any = config.get("data_converter")
+    if (isinstance(converter, DataConverter) and converter.payload_codec is not None
+            and config.get("header_codec_behavior", HeaderCodecBehavior.NO_CODEC)
+            == HeaderCodecBehavior.NO_CODEC):
+        config["header_codec_behavior"] = HeaderCodecBehavior.CODEC
+    return config
 
 
 def _with_agent_run(existing: Sequence[type] | None) -> Sequence[type]:
@@ -209,7 +222,7 @@ class TowlinePlugin(SimplePlugin):
             workflows=None if models_only else _with_agent_run,
             activities=activities,
             interceptors=[ActivityTelemetry(self.models)] if models_only else [
-                ActivityTelemetry(self.models), AgentsInterceptor(self.registry)],
+                ActivityTelemetry(self.models), AgentsInterceptor(self.registry), LedgerHeaders()],
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
         )
@@ -273,6 +286,11 @@ class TowlinePlugin(SimplePlugin):
                         raise ConfigurationError(f"two different activities are named {name!r}")
         return list(found.values())
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        """Also encode headers with the codec, when there is one (`_header_codec`)."""
+        config = super().configure_client(config)
+        return _header_codec(config)
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Also run the worker as a pinned Worker Deployment version, when asked, and
         record its payload limit (a worker with a payload store stores large payloads)."""
@@ -301,13 +319,17 @@ class TowlinePlugin(SimplePlugin):
             # still need the pydantic converter (and the codec), on the same connection.
             client_config = client.config()
             client_config["data_converter"] = converter
-            config["client"] = Client(**client_config)
+            config["client"] = Client(**_header_codec(client_config))
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """Also warn if this process's string-hash seed is not towline's (`towline.runtime.hashseed`)."""
         warn_unless_pinned("replayer")
-        return super().configure_replayer(config)
+        config = super().configure_replayer(config)
+        converter: DataConverter | None = config.get("data_converter")  # pyright: ignore[reportUnknownMemberType]
+        if converter is not None and converter.payload_codec is not None:
+            config["header_codec_behavior"] = HeaderCodecBehavior.CODEC
+        return config
 
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
