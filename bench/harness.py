@@ -59,16 +59,24 @@ def ablation_note(ablate: list[str] | tuple[str, ...]) -> str:
     return f"\nEXPERIMENT: towline with {', '.join(ablate)} switched off" if ablate else ""
 
 
-def _add(a: int, b: int) -> int:
+@tool
+def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
 
 
-add = tool(_add)
-"""The benchmark's tool as a user would write it: not declared idempotent (so each call
-sends the heartbeat that marks its function's entry)."""
-add_idempotent = tool(idempotent=True)(_add)
-"""The same tool declared idempotent, as the peers' tools are (they retry every tool)."""
+def _idempotent() -> Any:
+    @tool(idempotent=True)
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    return add
+
+
+add_idempotent = _idempotent()
+"""`add` declared idempotent, as the peers' tools are (they retry every tool); `add` as a
+user would write it is not (so each call sends the heartbeat that marks its function's entry)."""
 
 TOWLINE_VARIANTS = ("towline", "towline-idem")
 """The towline variants: `add` as it is, and `add` declared idempotent."""

@@ -38,6 +38,7 @@ from towline.models import Model
 from towline.results import RunInput
 
 try:  # imported as `history_agents` (tests/ on sys.path) or as `tests.history_agents`
+    import history_engine4_ledger as ledger4
     from history_composed import (
         HOOK_MODELS,
         hook_models_agent,
@@ -69,6 +70,7 @@ try:  # imported as `history_agents` (tests/ on sys.path) or as `tests.history_a
         tools_script,
     )
 except ModuleNotFoundError:
+    import tests.history_engine4_ledger as ledger4
     from tests.history_composed import (
         HOOK_MODELS,
         hook_models_agent,
@@ -101,7 +103,7 @@ except ModuleNotFoundError:
     )
 
 __all__ = [
-    "HISTORY_AGENTS", "HISTORY_MODELS", "RECORDINGS", "Recording",
+    "HISTORY_AGENTS", "HISTORY_MODELS", "RECORDINGS", "Recording", "ENGINE4_RECORDINGS",
     "PNG", "flaky", "lookup", "tools_script",
     "tools_agent", "capability_agent", "middleware_agent", "structured_agent", "failing_agent",
     "ticking_agent", "storing_agent", "frontier_agent", "approval_agent", "streaming_agent",
@@ -220,3 +222,31 @@ RECORDINGS = [
               interact=approve_each_reused_id, start_attributes=True),
 ]
 """What `scripts/record_history.py` runs (every execution of each is written)."""
+
+
+# --- engine 4 (issues 28-34): each topic defines its recordings in tests/history_engine4_<topic>.py;
+# its tests record them live and replay them until their histories are committed (then they
+# move into RECORDINGS).
+
+ENGINE4_RECORDINGS: list[Recording] = []
+"""Engine-4 recordings whose histories are not committed yet (`scripts/record_history.py`
+records them too; `--only ID` for one)."""
+
+# the ledger on activity headers (issue 29)
+HISTORY_AGENTS += ledger4.LEDGER_AGENTS
+HISTORY_MODELS.update(ledger4.LEDGER_MODELS)
+ENGINE4_RECORDINGS += [
+    Recording(f"history-ledger4-{name}", RunInput(agent=agent.name, prompt="go"),
+              start_attributes=True, memo=ledger4.start_memo(agent))
+    for name, agent in (("plain", ledger4.plain_agent), ("max-steps", ledger4.max_steps_agent),
+                        ("parent", ledger4.parent_agent), ("hook-model", ledger4.hook_model_agent))
+] + [
+    Recording("history-ledger4-session",
+              RunInput(agent=ledger4.session_agent.name, prompt="go", session=True),
+              interact=ledger4.wait_then_send_then_end, start_attributes=True,
+              memo=ledger4.start_memo(ledger4.session_agent)),
+    Recording("history-ledger4-continued",
+              RunInput(agent=ledger4.continued_agent.name, prompt="go",
+                       continue_as_new_after_events=25),
+              start_attributes=True, memo=ledger4.start_memo(ledger4.continued_agent)),
+]
