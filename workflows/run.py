@@ -241,11 +241,13 @@ class Run:
 
     def header(self) -> Payload:
         """Engine 4: the `towline.counters` header of an activity scheduled now (the confirmed
-        counters, `json/protobuf`), converted once per value of the counters."""
+        counters, `json/protobuf`), converted once per value of the counters. The current
+        details (free: no event) show them from here on, so they are never behind a header."""
         cached = self._header
         if cached is None or cached[0] != self.counters:
             payload = workflow.payload_converter().to_payloads([to_proto(self.counters)])[0]
             cached = self._header = (self.counters, payload)
+            workflow.set_current_details(self.details())
         return cached[1]
 
     def _attributes_due(self, changed_status: bool) -> bool:

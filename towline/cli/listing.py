@@ -1,10 +1,12 @@
 """Reading many runs for the CLI: the visibility store's list, stuck runs, pending approvals.
 
-A run's row comes from Temporal's visibility store: the ledger memo (exact and live, the
-figures are read from it first) and the search attributes the start request sets and the
-workflow upserts when they change meaningfully (`TowlineAgent`, `TowlineStatus`,
-`TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`, `TowlineAgentVersion`, and
-`TowlineCostMicros` when the spend is known) and Temporal's own fields (status, start and close time).
+A run's row comes from Temporal's visibility store: the ledger memo and the search attributes
+the start request sets and the workflow writes when they change meaningfully (`TowlineAgent`,
+`TowlineStatus`, `TowlineRunStep`, `TowlineToolCalls`, `TowlineTotalTokens`,
+`TowlineAgentVersion`, and `TowlineCostMicros` when the spend is known: the visible counters,
+exact at the end and at every status change, at most 10 steps behind between), Temporal's own
+fields (status, start and close time), and for a live run the latest counters its history
+records, read from its end (exact: `towline.cli.ledger_view`).
 The store is eventually consistent: a change shows there a moment after it happens.
 Stuck runs need `describe` of each live run; pending approvals need its `state` query.
 Nothing here prints (`towline.cli.render` formats).
@@ -23,6 +25,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import EXIT_USAGE, CliError, one_line
+from towline.cli.ledger_view import latest_recorded
 from towline.cli.runstate import (
     PendingApproval,
     TaskFailure,
@@ -38,6 +41,7 @@ from towline.cli.runstate import (
     task_failure,
     workers_polling,
 )
+from towline.results import Counters
 
 __all__ = [
     "STATUSES",
@@ -117,13 +121,16 @@ class RunRow:
     """The version of the agent definition the run started with (None: before versions)."""
 
     @classmethod
-    async def of(cls, execution: WorkflowExecution, codec: PayloadCodec | None) -> RunRow:
-        """The row of a listed (or described) execution."""
+    async def of(cls, execution: WorkflowExecution, codec: PayloadCodec | None,
+                 confirmed: Counters | None = None) -> RunRow:
+        """The row of a listed (or described) execution; `confirmed`: a live run's latest
+        counters, read from its history (`towline.cli.ledger_view.latest_recorded`)."""
         found = attributes(execution.typed_search_attributes)
-        counters = await memo_counters(execution, codec)  # where the namespace lacks attributes
+        counters = confirmed or await memo_counters(execution, codec)
 
         def figure(name: str, ledger: int | None) -> int | None:
-            # the memo first: exact and live (the Int attributes are upserted sparsely)
+            # the history's (live) or the memo's (closed: exact at the end) first; the Int
+            # attributes are written when due (sparsely), and only where registered
             value = found.get(name) if ledger is None else ledger
             return value if isinstance(value, int) else None
 
@@ -180,7 +187,15 @@ async def list_runs(client: Client, query: str, limit: int) -> list[RunRow]:
     runs, most recently closed first.
     """
     codec = client.data_converter.payload_codec
-    return [await RunRow.of(e, codec) for e in await _executions(client, query, limit)]
+
+    async def row(e: WorkflowExecution) -> RunRow:
+        # a live run's visible counters may be up to ATTRIBUTE_STEPS steps behind: its
+        # history's latest record is exact (one read from the history's end)
+        live = e.close_time is None
+        confirmed = await latest_recorded(client, e.id, e.run_id) if live else None
+        return await RunRow.of(e, codec, confirmed)
+
+    return await _each(await _executions(client, query, limit), row)
 
 
 async def _each(items: Sequence[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:

@@ -299,6 +299,8 @@ class RunDetails:
     closed: datetime | None
     cost_micros: int | None = None
     counters: Counters | None = None
+    memo: Counters | None = None
+    """The visible counters (memo `towline.counters`), which `counters` may be ahead of."""
     usage: Usage | None = None
     messages: list[Message] | None = None
     pending: list[PendingApproval] = field(default_factory=list[PendingApproval])
@@ -321,6 +323,7 @@ class RunDetails:
             "closed": self.closed.isoformat() if self.closed else None,
             "cost_micros": self.cost_micros,
             "counters": self.counters.model_dump(mode="json") if self.counters else None,
+            "memo_counters": self.memo.model_dump(mode="json") if self.memo else None,
             "usage": self.usage.model_dump(mode="json") if self.usage else None,
             "pending_approvals": [p.to_json(now) for p in self.pending],
             "failure": ({"reason": self.failure[0], "message": self.failure[1]}
@@ -374,6 +377,7 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
     desc = await describe_run(handle)
     found = attributes(desc.typed_search_attributes)
+    memo = await memo_counters(desc, client.data_converter.payload_codec, strict=True)
     details = RunDetails(
         workflow_id=desc.id, run_id=desc.run_id,
         first_run_id=desc.raw_description.workflow_execution_info.first_run_id or None,
@@ -381,7 +385,7 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         status=status_name(desc.status, found.get("TowlineStatus")),
         agent=found.get("TowlineAgent"), task_queue=desc.task_queue,
         started=desc.start_time, closed=desc.close_time,
-        counters=await memo_counters(desc, client.data_converter.payload_codec, strict=True),
+        counters=memo, memo=memo,
         forked_from=lineage_in(desc.raw_info.memo.fields),
     )
     details.cost_micros = cost_micros(found, details.counters)

@@ -2,8 +2,10 @@
 
 What is shown is read by `towline.cli.runstate.read_run` (queries while the run is
 live, its result or failure afterwards, the ledger memo and search attributes as
-fallbacks), with the billable Actions counted from the history of every execution
-(`towline.telemetry.actions`); this module renders it, as text or as JSON (`--json`).
+fallbacks), with the confirmed counters and the billable Actions read from the history of
+every execution (`towline.cli.ledger_view`, `towline.telemetry.actions`); while the run is
+live it says how far behind them its memo is. This module renders it, as text or as JSON
+(`--json`: `counters` the confirmed ones, `memo_counters` the memo's).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from towline.cli.args import Subcommands, add_json, add_ui_url, command
 from towline.cli.common import connected, ui_base, workflow_url
+from towline.cli.ledger_view import confirmed_in, memo_line
 from towline.cli.render import (
     conversation_lines,
     counters_lines,
@@ -66,6 +69,9 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
                    "or terminate the run with Temporal's CLI)")
     if d.counters is not None:
         out.extend(counters_lines(d.counters, d.usage))
+    memo = memo_line(d.memo, d.counters) if d.execution_status == "RUNNING" else None
+    if memo is not None:
+        out.append(memo)
     for p in d.pending:
         waited = p.waited(now)
         since = f"  waiting {duration(waited)}" if waited is not None else ""
@@ -93,6 +99,11 @@ async def show_command(args: Any) -> int:
     # every execution's history (continue-as-new: each start is an Action), from the first
     chain = await execution_histories(client, details.workflow_id, details.first_run_id)
     actions = billable_actions(e for history in chain for e in history.events)
+    # the confirmed counters: the latest the history records (a header, a status change's
+    # memo, the result), never a live query's, which may run ahead of what is confirmed
+    confirmed = await confirmed_in(client, chain[-1].events) if chain else None
+    if confirmed is not None:
+        details.counters = confirmed
     if args.json:
         print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
     else:

@@ -37,6 +37,7 @@ __all__ = [
     "decode_counters",
     "counters_from_history",
     "final_counters",
+    "latest_counters",
     "HEADER_KEY",
     "HEADER_ENGINE",
     "format_cost",
@@ -124,6 +125,39 @@ def _from_headers(events: list[HistoryEvent]) -> list[Counters]:
         if final is not None:
             found.append(final)
     return found
+
+
+def latest_counters(events: Iterable[HistoryEvent]) -> Counters | None:
+    """The most recent counters a history (or any part of it, in any order) records: the
+    latest event holding a `towline.counters` header, memo or final counters. In a live
+    engine-4 run that is the last activity's header, or the memo written at a later status
+    change (a session waiting for its next message, say); in an older run its last memo snapshot.
+    """
+    found: tuple[int, Counters] | None = None
+    for event in events:
+        counters = _record_of(event)
+        if counters is not None and (found is None or event.event_id > found[0]):
+            found = (event.event_id, counters)
+    return found[1] if found is not None else None
+
+
+def _record_of(event: HistoryEvent) -> Counters | None:
+    """The counters one event holds (header, memo or final), if any and readable."""
+    payload: Payload | None = None
+    if event.HasField("activity_task_scheduled_event_attributes"):
+        payload = event.activity_task_scheduled_event_attributes.header.fields.get(HEADER_KEY)
+    elif event.HasField("workflow_properties_modified_event_attributes"):
+        payload = event.workflow_properties_modified_event_attributes.upserted_memo.fields.get(MEMO_KEY)
+    elif event.HasField("workflow_execution_started_event_attributes"):
+        payload = event.workflow_execution_started_event_attributes.memo.fields.get(MEMO_KEY)
+    else:
+        return final_counters(event)
+    if payload is None:
+        return None
+    try:
+        return decode_counters(payload)
+    except Exception:  # noqa: BLE001 - still encrypted, say: not a record this reader can use
+        return None
 
 
 def final_counters(event: HistoryEvent) -> Counters | None:
