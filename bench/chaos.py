@@ -13,7 +13,7 @@ and starts that needed it fail meanwhile and Temporal retries them. Then the ser
 SIGKILLed and restarted on the same file and port. After the storm the runs get a bounded
 drain, then every run is judged:
 
-- its final ledger, read back from the workflow history's memo snapshots
+- its final ledger, read back from the workflow history
   (`towline.runtime.ledger.counters_from_history`), against what its plan must produce
   (`run_step`, `requests`, `tool_calls`, tokens) and its output against the plan's answer;
 - every tool effect, counted by idempotency key in files: a non-idempotent tool's effect

@@ -50,7 +50,7 @@ class RunRecord:
     message: str = ""
     partial: PartialRun | None = None
     snapshots: list[Counters] = field(default_factory=list[Counters])
-    """Every `towline.counters` memo snapshot of its history, in order."""
+    """The confirmed counters its history records, in order (`counters_from_history`)."""
     stored: int = 0
     """Payload-store references in its history (payloads kept out of it)."""
     task_failures: int = 0

@@ -34,15 +34,18 @@ from heartbeats import HeartbeatCounter
 from temporalio.client import Client, WorkflowHandle
 
 from towline import Agent, Limits, ModelResponse, ToolCallPart, tool
+from towline.client import start_run
 from towline.devserver import DevServerProcess
 from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
-from towline.client import start_run
 from towline.results import RunResult
 
-ABLATIONS = ("memo", "attrs", "mark", "facts")
+ABLATIONS = ("memo", "attrs", "mark", "facts", "headers", "summaries", "conversation")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
-benchmark-only experiment: these are required by the design)."""
+benchmark-only experiment: these are required by the design): the memo upserts, the search
+attribute upserts, a non-idempotent tool's entry mark, the start's registration check (the
+facts local activity), the ledger's activity headers, the activity summaries, and the
+conversation in the run's result (`RunResult.messages`)."""
 
 
 def ablations(text: str) -> tuple[str, ...]:
@@ -269,6 +272,27 @@ def _ablate(names: tuple[str, ...]) -> None:
             return WorkerFacts(attributes=sorted(k.name for k in SQL_VISIBILITY_KEYS))
 
         agent_run.AgentRun._worker_facts = known  # type: ignore[method-assign]
+    if "headers" in names:
+        from towline.workflows import agent_run
+
+        agent_run.AgentRun.ledger_header = lambda self: None  # type: ignore[method-assign]
+    if "summaries" in names:
+        scheduled = workflow.execute_activity
+
+        def unsummarised(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("summary", None)
+            return scheduled(*args, **kwargs)
+
+        workflow.execute_activity = unsummarised  # type: ignore[assignment]
+    if "conversation" in names:
+        from towline.workflows import agent_run
+
+        whole = agent_run._result  # pyright: ignore[reportPrivateUsage]
+
+        def without(run: Any, output: Any) -> Any:
+            return whole(run, output).model_copy(update={"messages": []})
+
+        agent_run._result = without  # type: ignore[assignment]
 
 
 async def serve(variant: str, address: str, task_queue: str, payload_store: str | None,

@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from towline.runtime.ledger import counters_from_history
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import execution_histories
 
 __all__ = ["REFERENCE", "payloads_in", "executions", "payload_bytes", "event_bytes",
@@ -80,7 +80,11 @@ def per_execution(chain: list[list[HistoryEvent]]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for events in chain:
         counters = counters_from_history(events)
-        steps = counters[-1].run_step - counters[0].run_step if counters else 0
+        # from the counters the execution started with (its start memo: a continued one's are
+        # the previous execution's last), else from nothing
+        memo = events[0].workflow_execution_started_event_attributes.memo.fields
+        begin = decode_counters(memo[MEMO_KEY]).run_step if MEMO_KEY in memo else 0
+        steps = counters[-1].run_step - begin if counters else 0
         size = sum(e.ByteSize() for e in events)
         start = events[0].workflow_execution_started_event_attributes.input.ByteSize()
         rows.append({"steps": steps, "bytes": size, "events": len(events), "start_input": start,
