@@ -14,17 +14,12 @@ step and both sides.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from temporalio import workflow
-from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 from temporalio.worker import (
@@ -37,7 +32,7 @@ from temporalio.worker import (
 
 from towline.activities.model_request import MODEL_ACTIVITY
 from towline.messages import COMPACT
-from towline.runtime.request_chain import ChainedRequest
+from towline.replay.run_history import read_executions, request_digest
 
 __all__ = ["ModelRequestNote", "RequestJournal", "recorded_requests", "first_mismatch"]
 
@@ -65,36 +60,14 @@ class ModelRequestNote:
         return f"{self.model} asked by {self.summary!r}, input {digest}"
 
 
-def _digest(value: Any) -> str:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode()).hexdigest()
-
-
-def _content(fields: dict[str, Any]) -> Any:
-    """What a chained request sends, in today's form: its new messages.
-
-    Read through today's models, so a field added since (written at its default) does
-    not count as a change; the keys naming earlier messages are hashes of an older
-    encoding, so they are left out. So are the tools offered: an agent that gained a
-    tool is a compatible change (its recorded answers still fit), not a divergence."""
-    try:
-        chain = ChainedRequest.model_validate(fields["chain"])
-    except (ValidationError, KeyError, TypeError):
-        return fields
-    return to_jsonable_python({"model": fields.get("model"), "new": chain.new},
-                              context={COMPACT: True})
-
-
 def _note(value: Any, summary: str | None) -> ModelRequestNote:
     data: Any = to_jsonable_python(value, context={COMPACT: True})
     fields = cast(dict[str, Any], data) if isinstance(data, dict) else {}
     step = fields.get("run_step", 0)
-    chained = "chain" in fields
+    digest, protocol = request_digest(value)
     return ModelRequestNote(model=str(fields.get("model", "")),
                             step=step if isinstance(step, int) else 0,
-                            summary=summary or "",
-                            digest=_digest(_content(fields) if chained else data),
-                            protocol="chain" if chained else "inline")
+                            summary=summary or "", digest=digest, protocol=protocol)
 
 
 class RequestJournal(Interceptor):
@@ -129,28 +102,13 @@ class RequestJournal(Interceptor):
 async def recorded_requests(
     events: Sequence[HistoryEvent], converter: DataConverter
 ) -> list[ModelRequestNote]:
-    """The model requests a history scheduled, in order."""
-    found: list[ModelRequestNote] = []
-    for event in events:
-        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            continue
-        attrs = event.activity_task_scheduled_event_attributes
-        if attrs.activity_type.name != MODEL_ACTIVITY:
-            continue
-        summary: str | None = None
-        if event.user_metadata.HasField("summary"):
-            try:
-                summary = json.loads(event.user_metadata.summary.data or b'""')
-            except ValueError:
-                summary = base64.b64encode(event.user_metadata.summary.data).decode()
-        try:
-            [value] = await converter.decode(list(attrs.input.payloads), [dict[str, Any]])
-        except Exception:  # noqa: BLE001 - unreadable here (no key, no store): compare the rest
-            found.append(ModelRequestNote(model="", step=0, summary=str(summary or ""),
-                                          digest=None))
-            continue
-        found.append(_note(value, summary))
-    return found
+    """The model requests a history scheduled, in order (read by the one reader of a run's
+    record, `towline.replay.run_history`; a request it cannot decode has no digest)."""
+    if not events:
+        return []
+    run = await read_executions("", [("", events)], converter, lenient=True)
+    return [ModelRequestNote(model=r.model, step=r.step, summary=r.summary, digest=r.digest,
+                             protocol=r.protocol) for r in run.requests]
 
 
 def first_mismatch(

@@ -8,11 +8,18 @@ node per chain key (the key before it and the content reference of its message) 
 messages by content reference, so every key a later request names resolves to its
 messages. Messages the history holds whole elsewhere (a run's input, its result) are
 made known with `know`. Requests of the earlier protocols (inline messages, a reference
-per message) are read too. Pure code.
+per message) are read too.
+
+A message the history names only by its reference is kept as that reference (a `str`, a
+placeholder), and a key whose earlier messages the history never showed leaves the
+request's head unknown (`Rebuilt.missing_prefix`): `Rebuilt.messages` is then the tail it
+holds. A reader that needs every message takes neither (`UNRESOLVED`, `UNKNOWN_PREFIX` say
+why; `towline.replay.records.RecordedRequest.resolved`). Pure code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from towline.activities.io import ModelActivityInput
@@ -20,7 +27,17 @@ from towline.messages import Message, ModelResponse
 from towline.runtime.request_chain import ROOT, RequestDefinitions, chain_key, content_ref
 from towline.runtime.request_refs import message_ref
 
-__all__ = ["RequestRebuilder", "Rebuilt"]
+__all__ = ["RequestRebuilder", "Rebuilt", "Sent", "UNRESOLVED", "UNKNOWN_PREFIX"]
+
+Sent = Message | str
+"""A message of a rebuilt request: the message, or (a placeholder) the content reference of
+one the history names only by that reference."""
+
+UNRESOLVED = ("a message it names is not in the history whole (a large tool result of a run "
+              "that has not ended, or a message a hook rewrote)")
+"""Why a request's messages are unknown when one of them is only a reference."""
+UNKNOWN_PREFIX = "its earlier messages are not in the history (named by a key it never showed)"
+"""Why they are unknown when the chain key its messages follow was never seen."""
 
 
 @dataclass(frozen=True)
@@ -29,11 +46,13 @@ class Rebuilt:
 
     key: str | None
     """Its chain key (None: an earlier protocol, not chained)."""
-    messages: list[Message] | None
-    """Its messages, in order; None when one of them is not known (see `problem`)."""
+    messages: list[Sent]
+    """Its messages, in order, a placeholder for each one known only by reference; only the
+    tail the history holds when `missing_prefix`."""
     definitions: RequestDefinitions | None
     """Its tools and settings (None: named by a hash never sent inline)."""
-    problem: str | None = None
+    missing_prefix: bool = False
+    """Its earliest messages are not in the history at all."""
 
 
 class RequestRebuilder:
@@ -47,24 +66,27 @@ class RequestRebuilder:
         """Messages by `towline.runtime.request_refs.message_ref` (the earlier protocol)."""
         self.defs: dict[str, RequestDefinitions] = {}
 
-    def know(self, messages: list[Message]) -> None:
+    def know(self, messages: Sequence[Message]) -> None:
         """Messages the history holds whole, so references to them resolve."""
         for m in messages:
             self.refs.setdefault(content_ref(m), m)
             self.legacy.setdefault(message_ref(m), m)
 
-    def messages_of(self, key: str) -> list[Message] | None:
-        """The messages of chain `key` (None if one is not known)."""
-        out: list[Message] = []
+    def walk(self, key: str) -> tuple[list[Sent], bool]:
+        """The messages of chain `key` (placeholders for those known only by reference), and
+        whether its earliest ones are missing altogether (only the tail is returned)."""
+        out: list[Sent] = []
+        seen: set[str] = set()
         while key != ROOT:
             node = self.nodes.get(key)
-            message = self.refs.get(node[1]) if node is not None else None
-            if node is None or message is None:
-                return None
-            out.append(message)
-            key = node[0]
+            if node is None or key in seen:
+                out.reverse()
+                return out, True
+            seen.add(key)
+            key, ref = node
+            out.append(self.refs.get(ref, ref))
         out.reverse()
-        return out
+        return out, False
 
     def request(self, inp: ModelActivityInput) -> Rebuilt:
         """The request a model activity's input makes (and remember its chain)."""
@@ -81,11 +103,8 @@ class RequestRebuilder:
             after = chain_key(key, ref)
             self.nodes.setdefault(after, (key, ref))
             key = after
-        messages = self.messages_of(key)
-        problem = None if messages is not None else (
-            "a message it names is not in the history whole (a large tool result of a run "
-            "that has not ended, or a message a hook rewrote)")
-        return Rebuilt(key, messages, self.defs.get(chain.defs), problem)
+        messages, missing = self.walk(key)
+        return Rebuilt(key, messages, self.defs.get(chain.defs), missing)
 
     def answered(self, key: str, response: ModelResponse) -> None:
         """The response to the request of chain `key`: the next request may name it."""
@@ -100,7 +119,4 @@ class RequestRebuilder:
         self.know(inp.messages)
         if inp.message_refs is None:
             return Rebuilt(None, list(inp.messages), definitions)
-        found = [self.legacy.get(r) for r in inp.message_refs]
-        if any(m is None for m in found):
-            return Rebuilt(None, None, definitions, "a message it names is not in the history")
-        return Rebuilt(None, [m for m in found if m is not None], definitions)
+        return Rebuilt(None, [self.legacy.get(r, r) for r in inp.message_refs], definitions)

@@ -45,18 +45,21 @@ from towline.client import run_error, with_towline
 from towline.encryption.codec import EncryptionCodec
 from towline.messages import Message, ModelResponse, Usage
 from towline.models import FunctionModel
+from towline.replay.records import short
+from towline.replay.run_history import (
+    TOOL_ACTIVITY_PREFIX,
+    HistoryReadError,
+    RecordedOutcome,
+    RecordedRequest,
+    RecordedToolCall,
+    RunHistory,
+    read_histories,
+)
 from towline.results import Counters, RunInput, RunResult
 from towline.runtime.ledger import counters_from_history
 from towline.runtime.model_types import ModelInfo
 from towline.runtime.request_chain import RequestDefinitions
 from towline.storage.payload_store import PayloadStore
-from towline.testing.rerun_record import (
-    TOOL_PREFIX,
-    RecordedOutcome,
-    Recording,
-    read_recording,
-    short,
-)
 from towline.testing.rerun_report import Divergence, RerunReport, request_differences
 from towline.testing.rerun_sources import RerunError, embedded_server, histories_of, load_histories
 
@@ -72,8 +75,12 @@ _REQUESTED: contextvars.ContextVar[str] = contextvars.ContextVar("towline_rerun_
 class _Session:
     """One rerun in progress: the recording, and what today's run did so far."""
 
-    recording: Recording
+    recording: RunHistory
     tools: Literal["recorded", "live"]
+    recorded: list[RecordedRequest] = field(default_factory=list[RecordedRequest])
+    """The recording's model requests that were answered (or failed for good), in order."""
+    recorded_tools: list[RecordedToolCall] = field(default_factory=list[RecordedToolCall])
+    """Its tool calls whose activity completed, failed or timed out, in order."""
     divergences: list[tuple[int, int, Divergence]] = field(default_factory=list[tuple[int, int, Divergence]])
     requests: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
     tool_calls: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
@@ -89,7 +96,7 @@ class _Session:
         key = (a.workflow_run_id or "", a.activity_id)
         first_time = key not in self.requests
         index = self.requests.setdefault(key, len(self.requests) + 1)
-        recorded = self.recording.requests
+        recorded = self.recorded
         if index > len(recorded):
             if first_time:
                 self.diverge(0, Divergence("request", info.run_step, (
@@ -103,7 +110,7 @@ class _Session:
                                       settings=info.settings, output_mode=info.output_mode,
                                       output_schema=info.output_schema)
             notes, diff = request_differences(was.model, was.messages, was.definitions,
-                                              was.unknown_prefix, model, messages, defs)
+                                              was.missing_prefix, model, messages, defs)
             if notes:
                 self.diverge(0, Divergence("request", info.run_step, (
                     f"model request {index} ({was.summary or model}) differs: "
@@ -116,7 +123,7 @@ class _Session:
     async def tool(self, name: str, inp: Any, live: Any) -> Any:
         """The recorded result of today's tool call (or the live tool's)."""
         a = activity.info()
-        tool = name.removeprefix(TOOL_PREFIX)
+        tool = name.removeprefix(TOOL_ACTIVITY_PREFIX)
         fields = _fields(inp)
         step = int(fields.get("run_step") or 0)
         args = cast(dict[str, Any], fields.get("args") or {})
@@ -129,9 +136,9 @@ class _Session:
         if first_time and match < 0:
             self.diverge(1, Divergence("tool", step, (
                 f"tool call {tool}({_args(args)}) is not in the recording"
-                + _recorded_calls(self.recording, step))))
-        elif first_time and self.recording.tools[match].args != args:
-            was = self.recording.tools[match]
+                + _recorded_calls(self.recorded_tools, step))))
+        elif first_time and self.recorded_tools[match].args != args:
+            was = self.recorded_tools[match]
             self.diverge(1, Divergence("tool", step, (
                 f"tool call {tool}({_args(args)}) differs: the recording called "
                 f"{was.tool}({_args(was.args)})")))
@@ -141,15 +148,15 @@ class _Session:
             raise ApplicationError(f"tool call {tool} is not in the recording (rerun with "
                                    "--tools live to run it)", type="RerunBeyondRecording",
                                    non_retryable=True)
-        was = self.recording.tools[match]
+        was = self.recorded_tools[match]
         if was.failure is not None:
             raise was.failure
         return was.result
 
     def _match(self, step: int, tool: str, args: dict[str, Any]) -> int:
-        candidates = [i for i, t in enumerate(self.recording.tools)
+        candidates = [i for i, t in enumerate(self.recorded_tools)
                       if i not in self.used_tools and t.step == step and t.tool == tool]
-        exact = [i for i in candidates if self.recording.tools[i].args == args]
+        exact = [i for i in candidates if self.recorded_tools[i].args == args]
         chosen = (exact or candidates or [-1])[0]
         if chosen >= 0:
             self.used_tools.add(chosen)
@@ -187,8 +194,8 @@ def _args(args: dict[str, Any]) -> str:
     return short(", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items()), 60)
 
 
-def _recorded_calls(recording: Recording, step: int) -> str:
-    calls = [f"{t.tool}({_args(t.args)})" for t in recording.tools if t.step == step]
+def _recorded_calls(recorded: list[RecordedToolCall], step: int) -> str:
+    calls = [f"{t.tool}({_args(t.args)})" for t in recorded if t.step == step]
     return f" (the recording's calls at step {step}: {', '.join(calls)})" if calls else \
         f" (the recording made no tool call at step {step})"
 
@@ -207,7 +214,7 @@ class _Interceptor(Interceptor):
                 info = activity.info()
                 session = sessions.get(info.workflow_id or "")
                 kind = info.activity_type
-                if session is None and (kind == MODEL_ACTIVITY or kind.startswith(TOOL_PREFIX)):
+                if session is None and (kind == MODEL_ACTIVITY or kind.startswith(TOOL_ACTIVITY_PREFIX)):
                     raise ApplicationError(
                         f"{kind} of {info.workflow_id} has no recording (a sub-agent's run is "
                         "not rerun)", type="RerunBeyondRecording", non_retryable=True)
@@ -222,7 +229,7 @@ class _Interceptor(Interceptor):
                         return await super().execute_activity(changed)
                     finally:
                         _REQUESTED.reset(token)
-                if kind.startswith(TOOL_PREFIX) and input.args:
+                if kind.startswith(TOOL_ACTIVITY_PREFIX) and input.args:
                     return await session.tool(kind, input.args[0],
                                               lambda: super(Inbound, self).execute_activity(input))
                 if session.tools == "recorded":
@@ -287,17 +294,25 @@ async def rerun_recording(
     sessions: dict[str, _Session] = {}
     reader = with_towline(client, payload_store=payload_store, encryption=encryption)
     try:
-        recording = await read_recording(histories, reader.data_converter)
-    except ValueError as e:
+        recording = await read_histories(histories, reader.data_converter)
+    except HistoryReadError as e:
         raise RerunError(f"cannot read the recorded run: {e}") from None
+    unreadable = next((r for r in recording.requests if r.unreadable), None)
+    if unreadable is not None:
+        raise RerunError(f"cannot read the recorded run: model request {unreadable.index}: "
+                         f"{unreadable.unreadable}")
     try:
-        inp = RunInput.model_validate({**recording.run_input, "agent": agent.name})
+        inp = RunInput.model_validate({**recording.raw_input, "agent": agent.name})
     except ValidationError as e:
         raise RerunError(f"the recorded input does not fit today's RunInput: {e.errors()[0]['msg']}") from None
     if inp.session:
         raise RerunError("the recording is a session: rerun does not replay a session's later messages")
     workflow_id = f"rerun-{recording.workflow_id}-{uuid.uuid4().hex[:8]}"
-    sessions[workflow_id] = session = _Session(recording, tools)
+    sessions[workflow_id] = session = _Session(
+        recording, tools,
+        recorded=[r for r in recording.requests if r.response is not None or r.failure is not None],
+        recorded_tools=[t for t in recording.tool_calls
+                        if t.ended in ("completed", "failed", "timed-out")])
     async with towline_worker(client, [agent], models={RERUN_MODEL: _recorded_model(sessions)},
                               allowed_models=["*"], payload_store=payload_store,
                               interceptors=[_Interceptor(sessions)]) as (tclient, queue):
@@ -318,8 +333,8 @@ async def rerun_recording(
         recorded_id=recording.workflow_id, rerun_id=workflow_id, agent=agent.name, tools=tools,
         divergences=ordered, recorded=recording.outcome, today=today,
         recorded_ledger=recording.counters, today_ledger=ledger,
-        requests=(len(recording.requests), len(session.requests)),
-        tool_calls=(len(recording.tools), len(session.tool_calls)), ui_url=url)
+        requests=(len(session.recorded), len(session.requests)),
+        tool_calls=(len(session.recorded_tools), len(session.tool_calls)), ui_url=url)
 
 
 async def _outcome(handle: Any, timeout: timedelta) -> RecordedOutcome:
@@ -336,15 +351,15 @@ async def _outcome(handle: Any, timeout: timedelta) -> RecordedOutcome:
     return RecordedOutcome("succeeded", output=result.output)
 
 
-def _compare_end(session: _Session, recording: Recording, today: RecordedOutcome,
+def _compare_end(session: _Session, recording: RunHistory, today: RecordedOutcome,
                  ledger: Counters | None) -> None:
     made = len(session.requests)
-    for was in recording.requests[made:]:
+    for was in session.recorded[made:]:
         session.diverge(0, Divergence("request", was.step, (
-            f"model request {was.index} ({was.summary or was.model}) of the recording is not made "
+            f"model request {made + 1} ({was.summary or was.model}) of the recording is not made "
             f"today (today's run made {made} requests)")))
         break
-    for i, was in enumerate(recording.tools):
+    for i, was in enumerate(session.recorded_tools):
         if i not in session.used_tools:
             session.diverge(1, Divergence("tool", was.step, (
                 f"the recording's tool call {was.tool}({_args(was.args)}) is not made today")))

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from towline.messages import Message
+from towline.replay.records import RecordedOutcome, Sent, short
 from towline.results import Counters
 from towline.runtime.request_chain import RequestDefinitions
-from towline.testing.rerun_record import Known, RecordedOutcome, short
 
 __all__ = ["Divergence", "RerunReport", "request_differences", "LEDGER_FIELDS", "DIFF_LINES"]
 
@@ -49,7 +49,7 @@ class Divergence:
         return {"kind": self.kind, "step": self.step, "summary": self.summary, "diff": self.diff}
 
 
-def _normal(message: Known, ids: dict[str, str]) -> list[str]:
+def _normal(message: Sent, ids: dict[str, str]) -> list[str]:
     """A message as lines, one per part, without ids (tool call ids renumbered)."""
     if isinstance(message, str):
         return [_UNKNOWN]
@@ -68,7 +68,7 @@ def _normal(message: Known, ids: dict[str, str]) -> list[str]:
     return lines or [f"{data['kind']} (empty)"]
 
 
-def normal_messages(messages: Sequence[Known]) -> list[list[str]]:
+def normal_messages(messages: Sequence[Sent]) -> list[list[str]]:
     """Every message normalised (see `_normal`), tool call ids numbered across the request."""
     ids: dict[str, str] = {}
     return [_normal(m, ids) for m in messages]
@@ -110,7 +110,7 @@ def _settings_line(was: RequestDefinitions, now: RequestDefinitions) -> str | No
 
 
 def request_differences(
-    recorded_model: str, recorded_messages: Sequence[Known], recorded_defs: RequestDefinitions | None,
+    recorded_model: str, recorded_messages: Sequence[Sent], recorded_defs: RequestDefinitions | None,
     unknown_prefix: bool, model: str, messages: Sequence[Message], defs: RequestDefinitions,
 ) -> tuple[list[str], list[str]]:
     """What differs between a recorded request and today's: one-line notes and a diff."""

@@ -30,7 +30,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
-from towline.messages import Message, ModelRequest, SystemPart, prompt_text
+from towline.messages import prompt_text
+from towline.replay.records import without_instructions
 from towline.replay.run_history import (
     HistoryReadError,
     RecordedRequest,
@@ -115,6 +116,12 @@ async def _read(client: Client, run_id: str) -> RunHistory:
         raise TimeTravelError(str(e)) from None
 
 
+def _input(run: RunHistory) -> RunInput:
+    if run.input is None:
+        raise TimeTravelError(f"the input of run {run.workflow_id!r} is not a RunInput")
+    return run.input
+
+
 def _step_request(run: RunHistory, step: int, flag: str) -> RecordedRequest:
     request = run.request(step)
     if request is None:
@@ -124,15 +131,6 @@ def _step_request(run: RunHistory, step: int, flag: str) -> RecordedRequest:
         raise UnknownStep(f"run {run.workflow_id!r} made no model request at step {step} "
                           f"(its history holds {made}); {flag} names one of them")
     return request
-
-
-def _conversation(messages: list[Message]) -> list[Message]:
-    """The conversation of a request: its messages without the instructions it was sent with."""
-    first = messages[0] if messages else None
-    if isinstance(first, ModelRequest) and first.id == "instructions" and \
-            all(isinstance(p, SystemPart) for p in first.parts):
-        return list(messages[1:])
-    return list(messages)
 
 
 async def plan_fork(
@@ -146,12 +144,13 @@ async def plan_fork(
         raise TimeTravelError("the prompt is empty")
     run = await _read(client, run_id)
     request = _step_request(run, at_step, "--at-step")
-    if request.messages is None:
+    resolved = request.resolved
+    if resolved is None:
         raise TimeTravelError(f"the request of step {at_step} cannot be rebuilt from the "
                               f"history: {request.problem}")
-    messages = _conversation(request.messages)
+    messages = without_instructions(resolved)
     state, unknown = run.state_before(request)
-    original = run.input
+    original = _input(run)
     notes: list[str] = []
     if state is None:
         notes.append(f"the contributed state before step {at_step} is not known ({unknown}): "
