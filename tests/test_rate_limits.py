@@ -181,3 +181,41 @@ async def test_three_workers_share_one_limit(client: Client, target: str, namesp
     assert len(retried) == 2 and retried[1].at - retried[0].at >= timedelta(seconds=2).total_seconds()
     assert len(provider.requests) == RUNS + 1
     assert len({str(r.body) for r in provider.requests}) == RUNS  # the retry the only repeat
+
+
+async def test_dev_serves_a_rate_limited_model_queue(tmp_path: Path) -> None:
+    """docs/fleet.md's `towline dev` with a model queue: the embedded server enforces the
+    limit and its worker serves the queue (a free port if 7233 is taken; state in tmp_path)."""
+    import re
+
+    from temporalio.client import Client as PlainClient
+
+    provider = FakeProvider().start()
+    provider.rules.append(lambda r: Reply(completion("Done.")))
+    env = cli_env(extra={"TOWLINE_MODEL": MODEL, "OPENAI_BASE_URL": f"{provider.url}/v1",
+                         "OPENAI_API_KEY": KEY})
+    dev = await readme_process("towline dev --agent examples.research:agent --model-queue "
+                               "'openai:*=openai-models' --model-rps 'openai:*=5'", env=env,
+                               cwd=tmp_path)
+    try:
+        said = await read_until(dev.stderr, "Ctrl-C stops.")
+        assert f"model queue '{MODEL_QUEUE}' (openai:*): at most 5 calls/s" in said, said
+        address = re.search(r"^Temporal server\s+(\S+)", said, flags=re.MULTILINE)
+        assert address, said
+        towline_client = with_towline(await PlainClient.connect(address.group(1)))
+        await warm_up(towline_client, provider, pause=1.2)
+        ids = await start_runs(towline_client, 12, f"dev-{time.monotonic_ns()}")
+        results = await asyncio.wait_for(asyncio.gather(
+            *(towline_client.get_workflow_handle(i).result() for i in ids)), 60)
+        histories = [[e async for e in towline_client.get_workflow_handle(i).fetch_history_events()]
+                     for i in ids]
+    finally:
+        stop_process(dev)
+        await asyncio.wait_for(dev.wait(), 30)
+        provider.stop()
+    assert dev.returncode == 0
+    assert [r["output"] for r in results] == ["Done."] * 12
+    queues = [q for events in histories for q in _model_activities(events)[0]]
+    times = sorted(t for events in histories for t, _ in _model_activities(events)[1])
+    assert set(queues) == {MODEL_QUEUE} and len(times) == 12
+    assert times[-1] - times[0] >= (12 - RPS - 2) / RPS, times  # the server spread them out

@@ -88,9 +88,34 @@ async def _serve(
         obs.flush()
 
 
+def _routes(args: Any, only: str | None = None) -> ModelRoutes:
+    """The model queues of `--model-queue` and `--model-rps` (`only`: `--only`)."""
+    try:
+        routes = ModelRoutes.parse(args.model_queue, args.model_rps)
+    except ConfigurationError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    if only == "models" and not routes:
+        raise CliError("--only models serves the model queues: name them with --model-queue "
+                       "PATTERN=QUEUE", EXIT_USAGE)
+    return routes
+
+
+def _queue_lines(routes: ModelRoutes) -> list[str]:
+    """One line per model queue: the patterns it takes and its rate limit."""
+    lines: list[str] = []
+    for queue, rps in routes.queues().items():
+        limit = f"at most {rps:g} calls/s (shared by every worker of the queue)" if rps else "no rate limit"
+        patterns = ", ".join(r.pattern for r in routes.routes if r.task_queue == queue)
+        lines.append(f"model queue {queue!r} ({patterns}): {limit}")
+    return lines
+
+
 async def dev_command(args: Any) -> int:
     """`towline dev`: the embedded server (+ a worker) until Ctrl-C."""
     agents = load_agents(args.agent or [])
+    routes = _routes(args)
+    if routes and not agents:
+        raise CliError("--model-queue needs agents to serve (--agent MODULE:ATTR)", EXIT_USAGE)
     namespace = args.namespace or "default"
     notes: list[str] = []
     port = choose_port(args.port, DEFAULT_PORT, "Temporal server", notes)
@@ -126,10 +151,13 @@ async def dev_command(args: Any) -> int:
         if agents:
             names = ", ".join(a.name for a in agents)
             say(f"Worker           task queue {args.task_queue!r}, agents: {names}")
+            for line in _queue_lines(routes):
+                say(f"                 {line}")
         else:
             say("Worker           none (name agents with --agent module:attr)")
         say(f"Point clients at it with TEMPORAL_ADDRESS={embedded.address}. Ctrl-C stops.")
-        await _serve(embedded.client, agents, args.task_queue, stop, obs, args.allow_model)
+        await _serve(embedded.client, agents, args.task_queue, stop, obs, args.allow_model,
+                     routes=routes)
     finally:
         await embedded.stop()
         if codec is not None:
@@ -152,13 +180,7 @@ async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
     agents = load_agents(args.agent)
     deployment = _deployment(args)
-    try:
-        routes = ModelRoutes.parse(args.model_queue, args.model_rps)
-    except ConfigurationError as e:
-        raise CliError(str(e), EXIT_USAGE) from None
-    if args.only == "models" and not routes:
-        raise CliError("--only models serves the model queues: name them with --model-queue "
-                       "PATTERN=QUEUE", EXIT_USAGE)
+    routes = _routes(args, args.only)
     obs = observability(args)
     stop = stop_event()
     client, target = await connected(args, agents)
@@ -171,10 +193,8 @@ async def worker_command(args: Any) -> int:
     store = obs.payload_store or target.payload_store
     if store is not None:
         say(f"towline worker: payload store {store_line(store)}")
-    for queue, rps in routes.queues().items():
-        if args.only != "workflows":
-            limit = f"at most {rps:g} calls/s (shared by every worker of the queue)" if rps else "no rate limit"
-            say(f"towline worker: model queue {queue!r} ({', '.join(r.pattern for r in routes.routes if r.task_queue == queue)}): {limit}")
+    for line in _queue_lines(routes) if args.only != "workflows" else []:
+        say(f"towline worker: {line}")
     queue = "model queues only" if args.only == "models" else f"task queue {args.task_queue!r}"
     say(f"towline worker: {target.address} namespace {target.namespace!r}, "
         f"{queue}, agents: {versions}. Ctrl-C stops.")
@@ -200,6 +220,7 @@ def register(sub: Subcommands) -> None:
     add_task_queue(p)
     add_worker_options(p, dev=True)
     add_allow_model(p)
+    _add_fleet_options(p, dev=True)
 
     p = command(sub, "worker", worker_command,
                 help="run a worker for agents against any Temporal server",
@@ -218,6 +239,11 @@ def register(sub: Subcommands) -> None:
     group.add_argument("--accept-version", action="append", metavar="VERSION",
                        help="also replay runs started with this earlier agent version (once "
                        "`towline replay` showed it compatible); repeatable")
+    _add_fleet_options(p)
+
+
+def _add_fleet_options(p: argparse.ArgumentParser, *, dev: bool = False) -> None:
+    """`--model-queue` and `--model-rps` (and, for `towline worker`, `--only`)."""
     group = p.add_argument_group("fleet (see docs: running a fleet)")
     group.add_argument("--model-queue", action="append", default=[], metavar="PATTERN=QUEUE",
                        help="send model calls whose model matches PATTERN (fnmatch, e.g. "
@@ -227,9 +253,10 @@ def register(sub: Subcommands) -> None:
     group.add_argument("--model-rps", action="append", default=[], metavar="PATTERN=N",
                        help="the model queue of PATTERN dispatches at most N calls per second to "
                        "all its workers together (Temporal's task-queue rate limit)")
-    group.add_argument("--only", choices=("models", "workflows"),
-                       help="serve only the model queues, or only the runs' own task queue "
-                       "(runs, tools, unrouted model calls); default: both")
+    if not dev:
+        group.add_argument("--only", choices=("models", "workflows"),
+                           help="serve only the model queues, or only the runs' own task queue "
+                           "(runs, tools, unrouted model calls); default: both")
 
 
 def add_worker_options(parser: argparse.ArgumentParser, *, dev: bool = False) -> None:
