@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import gc
 import json
 import os
@@ -20,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -83,6 +84,8 @@ user would write it is not (so each call sends the heartbeat that marks its func
 
 TOWLINE_VARIANTS = ("towline", "towline-idem")
 """The towline variants: `add` as it is, and `add` declared idempotent."""
+VARIANTS = (*TOWLINE_VARIANTS, "bare")
+"""What the comparison benchmarks measure: towline's variants and a bare hand-written loop."""
 
 
 def _steps_asked(messages: list[Message]) -> int:
@@ -392,6 +395,33 @@ class Profile:
         """Fraction of samples whose stack holds a frame containing `frame_part`."""
         hits = sum(n for f, n in self.inclusive.items() if frame_part in f)
         return min(1.0, hits / self.samples) if self.samples else 0.0
+
+
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A comparison benchmark's arguments: its docstring as the help, `--ablate` and `--json`
+    (the benchmark adds its own)."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",
+                        help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+@contextlib.asynccontextmanager
+async def bench_server() -> AsyncIterator[tuple[MemoryServer, dict[str, Client]]]:
+    """The benchmark's dev server (in memory) and a client per variant (towline's with its
+    plugin); the server stops on the way out."""
+    from towline.runtime.plugin import TowlinePlugin
+
+    server = memory_server()
+    await server.start()
+    try:
+        towline = await Client.connect(server.address, plugins=[TowlinePlugin()])
+        yield server, {"bare": await Client.connect(server.address),
+                       **{v: towline for v in TOWLINE_VARIANTS}}
+    finally:
+        await server.stop()
 
 
 def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 0) -> NoReturn:

@@ -39,16 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import (
-    ABLATIONS,
     TOWLINE_VARIANTS,
+    VARIANTS,
     Profile,
     WorkerProcess,
     ablation_note,
-    ablations,
+    bench_parser,
+    bench_server,
     check_result,
     cpu_seconds,
     finish,
-    memory_server,
     start_bench_run,
 )
 from histories import event_bytes, executions, payload_bytes, per_execution
@@ -58,7 +58,6 @@ from towline.devserver import DevServerProcess
 from towline.runtime.plugin import TowlinePlugin
 from towline.telemetry.actions import ActionCount, billable_actions
 
-VARIANTS = (*TOWLINE_VARIANTS, "bare")
 SIZES = (5, 25, 100)
 CONCURRENT, CONCURRENT_STEPS = 20, 5
 LONG_STEPS = 600
@@ -145,52 +144,49 @@ def med(values: list[float]) -> float:
 
 
 async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
-    server = memory_server()
-    await server.start()
     workers: dict[str, WorkerProcess] = {}
     store_dir = tempfile.mkdtemp(prefix="towline-bench-store-")
     profile_dir = Path(args.profile) if args.profile else None
     if profile_dir:
         profile_dir.mkdir(parents=True, exist_ok=True)
     ablate: tuple[str, ...] = args.ablate
-    try:
-        for v in VARIANTS:
-            workers[v] = WorkerProcess(
-                v, server.address, f"bench-{v}-{uuid.uuid4().hex[:6]}",
-                ablate=ablate if v in TOWLINE_VARIANTS else (),
-                profile=profile_dir / f"{v}.txt" if profile_dir else None)
-        workers["long"] = WorkerProcess("towline", server.address, f"bench-long-{uuid.uuid4().hex[:6]}",
-                                        payload_store=f"file://{store_dir}", ablate=ablate)
-        for w in workers.values():
-            w.start()
-        towline = await Client.connect(server.address, plugins=[TowlinePlugin()])
-        clients = {"bare": await Client.connect(server.address),
-                   **{v: towline for v in TOWLINE_VARIANTS},
-                   "long": await Client.connect(server.address, plugins=[
-                       TowlinePlugin(payload_store=f"file://{store_dir}")])}
-        bench = Bench(server, workers, clients)
-        for v in VARIANTS:  # warm-up: imports, sandbox, first connections
-            await bench.measure(v, 2)
-        sizes = [int(s) for s in args.sizes.split(",")]
-        samples: dict[str, dict[str, list[Sample]]] = {}
-        for r in range(args.repeats):
-            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
-            for n in sizes:
+    async with bench_server() as (server, clients):
+        try:
+            for v in VARIANTS:
+                workers[v] = WorkerProcess(
+                    v, server.address, f"bench-{v}-{uuid.uuid4().hex[:6]}",
+                    ablate=ablate if v in TOWLINE_VARIANTS else (),
+                    profile=profile_dir / f"{v}.txt" if profile_dir else None)
+            workers["long"] = WorkerProcess(
+                "towline", server.address, f"bench-long-{uuid.uuid4().hex[:6]}",
+                payload_store=f"file://{store_dir}", ablate=ablate)
+            for w in workers.values():
+                w.start()
+            clients["long"] = await Client.connect(server.address, plugins=[
+                TowlinePlugin(payload_store=f"file://{store_dir}")])
+            bench = Bench(server, workers, clients)
+            for v in VARIANTS:  # warm-up: imports, sandbox, first connections
+                await bench.measure(v, 2)
+            sizes = [int(s) for s in args.sizes.split(",")]
+            samples: dict[str, dict[str, list[Sample]]] = {}
+            for r in range(args.repeats):
+                order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
+                for n in sizes:
+                    for v in order:
+                        samples.setdefault(f"n{n}", {}).setdefault(v, []).append(
+                            await bench.measure(v, n))
                 for v in order:
-                    samples.setdefault(f"n{n}", {}).setdefault(v, []).append(await bench.measure(v, n))
-            for v in order:
-                samples.setdefault("concurrent", {}).setdefault(v, []).append(
-                    await bench.measure(v, CONCURRENT_STEPS, runs=args.concurrent))
-            print(f"repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
-        long = None
-        if args.long:
-            s = await bench.measure("long", args.long)
-            long = {"steps": args.long, "executions": s.executions, "wall": s.wall}
-    finally:
-        for w in workers.values():
-            w.stop()
-        await server.stop()
-        shutil.rmtree(store_dir, ignore_errors=True)
+                    samples.setdefault("concurrent", {}).setdefault(v, []).append(
+                        await bench.measure(v, CONCURRENT_STEPS, runs=args.concurrent))
+                print(f"repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+            long = None
+            if args.long:
+                s = await bench.measure("long", args.long)
+                long = {"steps": args.long, "executions": s.executions, "wall": s.wall}
+        finally:
+            for w in workers.values():
+                w.stop()
+            shutil.rmtree(store_dir, ignore_errors=True)
     profiles = {v: Profile.read(profile_dir / f"{v}.txt") for v in VARIANTS} if profile_dir else {}
     return report(args, sizes, samples, long, ablate, profiles)
 
@@ -323,8 +319,7 @@ def table(rep: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=5, help="measurements of each figure")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="steps of single runs")
     parser.add_argument("--concurrent", type=int, default=CONCURRENT,
@@ -332,9 +327,6 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=LONG_STEPS,
                         help="steps of the long towline run (0: none)")
     parser.add_argument("--profile", metavar="DIR", help="record both workers with py-spy into DIR")
-    parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",
-                        help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     finish(asyncio.run(run_bench(args)), args.json, table)
 

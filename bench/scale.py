@@ -37,26 +37,13 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness import (
-    ABLATIONS,
-    TOWLINE_VARIANTS,
-    WorkerProcess,
-    ablation_note,
-    ablations,
-    check_result,
-    cpu_seconds,
-    finish,
-    memory_server,
-    start_bench_run,
-)
+import harness
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from towline.runtime.plugin import TowlinePlugin
 from towline.telemetry.actions import ActionCount, billable_actions
 
-VARIANTS = (*TOWLINE_VARIANTS, "bare")
 GOAL_STEPS_PER_S = 0.90
 QUICK = {"runs": "20", "steps": 3, "latency": "200", "workers": "1,2", "sample": 20}
 FULL = {"runs": "200,1000", "steps": 10, "latency": "200,1000", "workers": "1,2", "sample": 200}
@@ -103,7 +90,7 @@ def step_overheads(events: list[HistoryEvent], latency: float) -> list[float]:
 class Sampler:
     """Polls the workers' resident memory while a batch runs, keeping the peak."""
 
-    def __init__(self, workers: list[WorkerProcess]) -> None:
+    def __init__(self, workers: list[harness.WorkerProcess]) -> None:
         self.workers, self.peak, self._stop = workers, 0, asyncio.Event()
 
     def total(self) -> int:
@@ -124,12 +111,12 @@ class Sampler:
 async def _start(client: Client, variant: str, queue: str, steps: int,
                  gate: asyncio.Semaphore) -> WorkflowHandle[Any, Any]:
     async with gate:
-        return await start_bench_run(client, variant, steps, task_queue=queue,
+        return await harness.start_bench_run(client, variant, steps, task_queue=queue,
                                      id=f"scale-{variant}-{uuid.uuid4().hex[:10]}")
 
 
 async def _check(handle: WorkflowHandle[Any, Any], steps: int) -> None:
-    check_result(await handle.result(), steps)
+    harness.check_result(await handle.result(), steps)
 
 
 async def batch(server_pid: int, clients: dict[str, Client], address: str, variant: str,
@@ -138,8 +125,8 @@ async def batch(server_pid: int, clients: dict[str, Client], address: str, varia
     """Fresh workers, a warm-up, then `runs` runs of `steps` steps started at once."""
     latency = latency_ms / 1000
     queue = f"scale-{variant}-{uuid.uuid4().hex[:6]}"
-    procs = [WorkerProcess(variant, address, queue, latency=latency,
-                           ablate=ablate if variant in TOWLINE_VARIANTS else ())
+    procs = [harness.WorkerProcess(variant, address, queue, latency=latency,
+                           ablate=ablate if variant in harness.TOWLINE_VARIANTS else ())
              for _ in range(workers)]
     client = clients[variant]
     try:
@@ -153,7 +140,7 @@ async def batch(server_pid: int, clients: dict[str, Client], address: str, varia
         sampler = Sampler(procs)
         rss0 = sampler.total()
         beats0 = sum(p.heartbeats() for p in procs)
-        cpu0, server0 = sum(cpu_seconds(p.pid) for p in procs), cpu_seconds(server_pid)
+        cpu0, server0 = sum(harness.cpu_seconds(p.pid) for p in procs), harness.cpu_seconds(server_pid)
         sampling = asyncio.create_task(sampler.run())
         t0 = time.perf_counter()
         handles = await asyncio.gather(*(_start(client, variant, queue, steps, gate)
@@ -162,8 +149,8 @@ async def batch(server_pid: int, clients: dict[str, Client], address: str, varia
         wall = time.perf_counter() - t0
         sampler.stop()
         await sampling
-        worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu0
-        server_cpu = cpu_seconds(server_pid) - server0
+        worker_cpu = sum(harness.cpu_seconds(p.pid) for p in procs) - cpu0
+        server_cpu = harness.cpu_seconds(server_pid) - server0
         beats = sum(p.heartbeats() for p in procs) - beats0
     finally:
         for p in procs:
@@ -190,12 +177,7 @@ def _ints(text: str) -> list[int]:
 
 
 async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
-    server = memory_server()
-    await server.start()
-    try:
-        towline = await Client.connect(server.address, plugins=[TowlinePlugin()])
-        clients = {"bare": await Client.connect(server.address),
-                   **{v: towline for v in TOWLINE_VARIANTS}}
+    async with harness.bench_server() as (server, clients):
         batches: list[Batch] = []
         variants = [v for v in args.variants.split(",") if v]
         for workers in _ints(args.workers):
@@ -208,8 +190,6 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                         batches.append(b)
                         print(f"{variant}: {workers} worker(s), R={runs}, L={latency} ms: "
                               f"{b.steps_per_s:.1f} steps/s", file=sys.stderr, flush=True)
-    finally:
-        await server.stop()
     return {"steps": args.steps, "ablate": list(args.ablate),
             "batches": [asdict(b) for b in batches], "ratios": ratios(batches)}
 
@@ -220,7 +200,7 @@ def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
     by_key = {(b.variant, b.workers, b.runs, b.latency_ms): b for b in batches}
     for (variant, workers, runs, latency), t in by_key.items():
         bare = by_key.get(("bare", workers, runs, latency))
-        if variant not in TOWLINE_VARIANTS or bare is None:
+        if variant not in harness.TOWLINE_VARIANTS or bare is None:
             continue
         goal = GOAL_STEPS_PER_S if (runs, latency) == (1000, 200) else None
         found.append({"variant": variant, "workers": workers, "runs": runs,
@@ -235,7 +215,7 @@ def ratios(batches: list[Batch]) -> list[dict[str, Any]]:
 def table(rep: dict[str, Any]) -> str:
     lines = [(f"R concurrent runs of S={rep['steps']} steps, model call L ms "
               "(overhead: step wall time - L; RSS: peak - before, per 100 live runs)"
-              + ablation_note(rep.get("ablate", []))), "",
+              + harness.ablation_note(rep.get("ablate", []))), "",
              (f"{'variant':<12} {'wkr':>3} {'R':>5} {'L ms':>5} {'wall s':>7} {'steps/s':>8} "
               f"{'p50 ms':>7} {'p99 ms':>7} {'MiB/100':>8} {'srv CPU':>8} {'wkr CPU':>8} "
               f"{'Act/step':>8}")]
@@ -259,30 +239,26 @@ def table(rep: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true",
                         help="the small preset: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     parser.add_argument("--runs", help=f"R, comma-separated (default {FULL['runs']})")
     parser.add_argument("--steps", type=int, help=f"S (default {FULL['steps']})")
     parser.add_argument("--latency", help=f"L in ms, comma-separated (default {FULL['latency']})")
     parser.add_argument("--workers", help=f"worker processes, comma-separated (default {FULL['workers']})")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
+    parser.add_argument("--variants", default=",".join(harness.VARIANTS),
                         help="towline (`add` as it is), towline-idem (`add` declared idempotent), bare")
     parser.add_argument("--sample", type=int,
                         help=f"runs per batch whose histories are read (default {FULL['sample']})")
-    parser.add_argument("--ablate", type=ablations, default=(), metavar="LIST",
-                        help=f"experiment: switch off parts of towline ({','.join(ABLATIONS)})")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     preset = QUICK if args.quick else FULL
     for name, value in preset.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    unknown = {v for v in args.variants.split(",") if v} - set(VARIANTS)
+    unknown = {v for v in args.variants.split(",") if v} - set(harness.VARIANTS)
     if unknown:
         parser.error(f"--variants: unknown {sorted(unknown)}")
-    finish(asyncio.run(run_bench(args)), args.json, table)
+    harness.finish(asyncio.run(run_bench(args)), args.json, table)
 
 
 if __name__ == "__main__":

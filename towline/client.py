@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
     Client,
     Plugin,
-    ScheduleHandle,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -40,6 +39,10 @@ from towline.runtime.plugin import TowlinePlugin
 from towline.runtime.registration import unregistered_attribute
 from towline.runtime.search_attributes import start_attributes
 from towline.storage.payload_store import PayloadStore
+
+if TYPE_CHECKING:  # imported on first use (`__getattr__`): the client stays light
+    from towline.fleet.schedules import create_schedule
+    from towline.timetravel.travel import fork
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
            "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
@@ -179,38 +182,19 @@ async def start_run(
     return await start(None)
 
 
-async def fork(
-    client: Client,
-    run_id: str,
-    *,
-    at_step: int,
-    prompt: str | None = None,
-    model: str | None = None,
-    id: str | None = None,
-    task_queue: str | None = None,
-) -> WorkflowHandle[Any, RunResult]:
-    """Start a new run from run `run_id`'s conversation before step `at_step`; its handle.
-
-    See `towline.timetravel.travel.fork` (`towline fork`): the state as it was then, counters from
-    zero, lineage in memo `towline.forked_from`; `prompt` is a new user message after it.
-    """
-    from towline.timetravel.travel import fork as fork_run
-
-    return await fork_run(client, run_id, at_step=at_step, prompt=prompt, model=model, id=id,
-                          task_queue=task_queue)
+_ELSEWHERE = {"fork": "towline.timetravel.travel", "create_schedule": "towline.fleet.schedules"}
+"""Helpers this module offers that live with what they need (time travel reads a run's history,
+schedules talk to Temporal Schedules): imported on first use, so `towline.client` stays light."""
 
 
-async def create_schedule(
-    client: Client, name: str, agent: str | Agent, prompt: str, **options: Any
-) -> ScheduleHandle:
-    """Run `agent` on `prompt` on a Temporal Schedule named `name`; its `ScheduleHandle`.
+def __getattr__(name: str) -> Any:
+    """`fork` (`towline.timetravel.travel.fork`) and `create_schedule`
+    (`towline.fleet.schedules.create_schedule`), imported when first used."""
+    if name in _ELSEWHERE:
+        import importlib
 
-    See `towline.fleet.schedules.create_schedule` (`towline schedule create`) for the options
-    (`cron=` or `every=`, `overlap=`, `task_queue=`, `max_steps=`, ...).
-    """
-    from towline.fleet.schedules import create_schedule as create
-
-    return await create(client, name, agent, prompt, **options)
+        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _suffix() -> str:
