@@ -119,16 +119,37 @@ async def test_bad_arguments_and_unknown_runs(target: str, namespace: str) -> No
     assert_one_line_error(shown, 1, "no workflow 'no-such-run'")
 
 
-async def test_a_finished_run_needs_a_worker_to_be_read_back(
+async def test_a_finished_run_is_read_back_from_its_history_without_a_worker(
     client: Client, target: str, namespace: str
 ) -> None:
+    """Once no worker for its agent answers, `towline watch` reads a finished run's events from
+    its history (after `ENDED_WAIT`, not a query's timeout): the run's own events, as its stream
+    has them but for the streamed text and the offsets, and a note saying so."""
     agent = slow_writer("watch-noworker", pace=0.01)
+    env = cli_env(target, namespace)
     async with towline_worker(client, [agent]) as (tc, queue):
         handle = await start_run(tc, agent, "write", task_queue=queue)
         await handle.result()
-    done = await towline("watch", handle.id, env=cli_env(target, namespace))
-    assert_one_line_error(done, 1, "has ended", f"none polls task queue {queue!r}",
-                          f"towline show {handle.id}")
+        streamed = await towline("watch", handle.id, "--json", env=env)  # a worker reads it back
+    assert streamed.code == 0, streamed
+    read_back = await towline("watch", handle.id, "--json", env=env)
+    assert read_back.code == 0, read_back
+    assert_one_line_note(read_back, "has ended", f"task queue {queue!r}", "read from its history",
+                         f"towline show {handle.id}")
+    lifecycle = [{k: v for k, v in e.items() if k != "offset"} for e in _json_lines(streamed.out)
+                 if e["type"] not in ("text", "thinking")]
+    assert [{k: v for k, v in e.items() if k != "offset"} for e in _json_lines(read_back.out)] \
+        == lifecycle
+    assert [e["type"] for e in lifecycle] == ["run", "step", "response", "result"]
+    assert {e["offset"] for e in _json_lines(read_back.out)} == {-1}  # not from a stream
+
+
+def assert_one_line_note(done: Any, *fragments: str) -> None:
+    """stderr is one `note:` line holding each fragment."""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("note: "), done.err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
 
 
 @pytest.mark.parametrize("flag", ["--no-stream", "--stream"])

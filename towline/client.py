@@ -8,7 +8,7 @@ API keys), defaulting to the embedded dev server on localhost:7233.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -248,7 +248,7 @@ async def events(
     from_offset: int = 0,
     client: Client | None = None,
     poll_cooldown: timedelta = timedelta(milliseconds=100),
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent]:
     """The run's live events (`towline.events.RunEvent`), from `from_offset`, as they happen.
 
     Follows a running run (across continue-as-new) and ends after its last event

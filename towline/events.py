@@ -25,10 +25,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from towline.messages import ThinkingPart, media_label
+from towline.messages import ModelResponse, ThinkingPart, ToolReturnPart, media_label
 
 __all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHARS", "preview",
-           "thinking_text"]
+           "thinking_text", "response_fields", "tool_end_fields"]
 
 EVENTS_TOPIC: Final = "towline.events"
 """The Workflow Streams topic a run's events are published on."""
@@ -72,6 +72,29 @@ def thinking_text(parts: Sequence[ThinkingPart]) -> str:
     provider encrypted, `[hidden]` for one it gave no text of (an encrypted reasoning item)."""
     texts = [p.content if p.content else "[redacted]" if p.redacted else "[hidden]" for p in parts]
     return "\n\n".join(texts)
+
+
+def response_fields(step: int, response: ModelResponse) -> dict[str, Any]:
+    """The fields of the `response` event of a committed turn (the record the text deltas
+    preview). A response that thought says so in `thinking` (its thinking text, cut like any
+    preview, so a run that does not stream shows it too) and in `usage.reasoning_tokens`."""
+    calls = [{"call_id": c.tool_call_id, "tool": c.tool_name, "args": c.args}
+             for c in response.tool_calls]
+    usage = {"input_tokens": response.usage.input_tokens,
+             "output_tokens": response.usage.output_tokens}
+    if response.usage.reasoning_tokens:
+        usage["reasoning_tokens"] = response.usage.reasoning_tokens
+    thought = response.thinking
+    return {"step": step, "text": response.text or None,
+            "thinking": preview(thinking_text(thought)) if thought else None,
+            "tool_calls": calls or None, "finish_reason": response.finish_reason,
+            "model": response.model_name, "usage": usage}
+
+
+def tool_end_fields(step: int, ret: ToolReturnPart) -> dict[str, Any]:
+    """The fields of the `tool_end` event of a call's return."""
+    return {"step": step, "call_id": ret.tool_call_id, "tool": ret.tool_name,
+            "status": ret.status, "content": preview(ret.content)}
 
 
 class RunEvent(BaseModel):

@@ -29,7 +29,7 @@ from temporalio.contrib.workflow_streams import (
     WorkflowStreamState,
 )
 
-from towline.events import EVENTS_TOPIC, preview, thinking_text
+from towline.events import EVENTS_TOPIC, response_fields
 from towline.messages import ModelResponse
 
 __all__ = ["RunStream", "emit", "emit_response", "prior_stream_state", "CARRY_BYTES"]
@@ -93,22 +93,8 @@ def emit(kind: str, **fields: Any) -> None:
 
 
 def emit_response(step: int, response: ModelResponse) -> None:
-    """Publish the `response` event of a committed turn (the record the text deltas preview).
-
-    A response that thought says so in `thinking` (its thinking text, cut like any preview,
-    so a run that does not stream shows it too) and in `usage.reasoning_tokens`.
-    """
-    calls = [{"call_id": c.tool_call_id, "tool": c.tool_name, "args": c.args}
-             for c in response.tool_calls]
-    usage = {"input_tokens": response.usage.input_tokens,
-             "output_tokens": response.usage.output_tokens}
-    if response.usage.reasoning_tokens:
-        usage["reasoning_tokens"] = response.usage.reasoning_tokens
-    thought = response.thinking
-    emit("response", step=step, text=response.text or None,
-         thinking=preview(thinking_text(thought)) if thought else None,
-         tool_calls=calls or None, finish_reason=response.finish_reason,
-         model=response.model_name, usage=usage)
+    """Publish the `response` event of a committed turn (`towline.events.response_fields`)."""
+    emit("response", **response_fields(step, response))
 
 
 def prior_stream_state(args: Sequence[Any]) -> WorkflowStreamState | None:

@@ -33,7 +33,7 @@ from towline.errors import (
     is_runtime_failure,
     runtime_failure,
 )
-from towline.events import preview
+from towline.events import tool_end_fields
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolContext, ToolDefinition
@@ -271,8 +271,7 @@ async def _run_streamed(run: Run, batch: _Batch, c: Admitted) -> tuple[ToolRetur
 
 
 def _emit_end(step: int, ret: ToolReturnPart) -> None:
-    emit("tool_end", step=step, call_id=ret.tool_call_id, tool=ret.tool_name, status=ret.status,
-         content=preview(ret.content))
+    emit("tool_end", **tool_end_fields(step, ret))
 
 
 def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:

@@ -31,6 +31,7 @@ from temporalio.service import RPCError
 
 from towline.cli.args import Subcommands, add_json, command, non_negative
 from towline.cli.common import CliError, connected, one_line, stop_event
+from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back
 from towline.cli.render import content, dim, format_call, short, styled
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.client import events
@@ -42,6 +43,7 @@ __all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "register",
 
 IDLE_HINT_AFTER = 10.0
 """Seconds without an event after which `watch` asks whether a worker is running."""
+
 
 
 def _plural(n: int, noun: str) -> str:
@@ -223,21 +225,38 @@ async def _idle_hint(client: Client, workflow_id: str, seen: list[RunEvent]) -> 
 async def follow(
     client: Client, workflow_id: str, on_event: Callable[[RunEvent], None], *,
     from_offset: int = 0, stop: asyncio.Event | None = None,
+    ended_wait: float = ENDED_WAIT,
 ) -> tuple[list[RunEvent], bool]:
     """Feed the run's events to `on_event` until the run ends (or `stop` is set).
 
-    Returns the events seen and whether `stop` interrupted. `CliError` when the
-    run does not exist, or has ended and no worker can read its events back.
+    A run that has ended is read back from its stream by a worker for its agent; when none
+    answers within `ended_wait` seconds, from its history (`events_from_history`). Returns
+    the events seen and whether `stop` interrupted. `CliError` when the run does not exist,
+    or has ended and its events cannot be read.
     """
     handle = client.get_workflow_handle(workflow_id)
     desc = await describe_run(handle)
-    if desc.status != WorkflowExecutionStatus.RUNNING and await workers_polling(
-            client, desc.task_queue, datetime.now(UTC)) is False:
-        raise await _unreadable(client, desc, RuntimeError("no worker"))
+    closed = desc.status != WorkflowExecutionStatus.RUNNING
+    if closed:
+        found = await ended_events(client, desc, on_event, from_offset)
+        if found is not None:
+            return found, False
     seen: list[RunEvent] = []
 
     async def read() -> None:
-        async for event in events(handle, from_offset=from_offset, client=client):
+        stream = events(handle, from_offset=from_offset, client=client)
+        if closed and not from_offset:  # a worker answers at once, or none will
+            try:
+                first = await asyncio.wait_for(anext(stream), ended_wait)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                await stream.aclose()
+                seen.extend(await events_read_back(client, desc, on_event))
+                return
+            seen.append(first)
+            on_event(first)
+        async for event in stream:
             seen.append(event)
             on_event(event)
 

@@ -1,0 +1,53 @@
+"""`towline watch` on a run that has ended: its events without a worker for its agent.
+
+A closed run's stream is read back by a worker replaying it (the stream's query); when no
+worker polls its task queue, or none answers within `ENDED_WAIT`, its events are read from
+its history instead (`towline.replay.events.events_from_history`), with a note saying so.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client
+
+from towline.cli.common import CliError
+from towline.cli.runstate import workers_polling
+from towline.events import RunEvent
+from towline.replay.events import events_from_history
+from towline.replay.run_history import HistoryReadError, read_run_history
+
+__all__ = ["ENDED_WAIT", "ended_events", "events_read_back"]
+
+ENDED_WAIT = 3.0
+"""Seconds a worker gets to start answering for a run that has ended (its stream's query)
+before its events are read from its history instead."""
+
+
+async def ended_events(client: Client, desc: Any, on_event: Callable[[RunEvent], None],
+                 from_offset: int) -> list[RunEvent] | None:
+    """A closed run's events when no worker polls its task queue: read from its history
+    (None: a worker may answer, or `--from-offset` asks for the stream's own offsets)."""
+    polled = await workers_polling(client, desc.task_queue, datetime.now(UTC))
+    if polled is not False or from_offset:
+        return None
+    return await events_read_back(client, desc, on_event)
+
+
+async def events_read_back(client: Client, desc: Any,
+                        on_event: Callable[[RunEvent], None]) -> list[RunEvent]:
+    """A closed run's events read from its history (and a note on stderr saying so)."""
+    try:
+        run = await read_run_history(client, desc.id)
+    except HistoryReadError as e:
+        raise CliError(f"cannot read the events of run {desc.id!r} from its history: {e}") from None
+    print(f"note: run {desc.id!r} has ended, and no worker for its agent answered on task queue "
+          f"{desc.task_queue!r}: its events are read from its history, without the streamed "
+          f"text (the whole run: towline show {desc.id})", file=sys.stderr, flush=True)
+    seen = events_from_history(run)
+    for event in seen:
+        on_event(event)
+    return seen
