@@ -26,9 +26,11 @@ they are deterministic so that re-recording gives the same conversations.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -37,70 +39,41 @@ from towline.messages import BinaryContent
 from towline.models import Model
 from towline.results import RunInput
 
-try:  # imported as `history_agents` (tests/ on sys.path) or as `tests.history_agents`
-    import history_engine4_ledger as ledger4
-    from history_composed import (
-        HOOK_MODELS,
-        hook_models_agent,
-        mcp_agent,
-        subagent_agent,
-        todo_agent,
-        wrap_agent,
-    )
-    from history_engine3 import approve_each_reused_id, unmarked_agent
-    from history_people import (
-        approval_agent,
-        approve_one_reject_one_then_chat,
-        follow_to_the_end,
-        streaming_agent,
-        timeouts_agent,
-    )
-    from history_turns import (
-        PNG,
-        capability_agent,
-        failing_agent,
-        flaky,
-        frontier_agent,
-        lookup,
-        middleware_agent,
-        storing_agent,
-        structured_agent,
-        ticking_agent,
-        tools_agent,
-        tools_script,
-    )
-except ModuleNotFoundError:
-    import tests.history_engine4_ledger as ledger4
-    from tests.history_composed import (
-        HOOK_MODELS,
-        hook_models_agent,
-        mcp_agent,
-        subagent_agent,
-        todo_agent,
-        wrap_agent,
-    )
-    from tests.history_engine3 import approve_each_reused_id, unmarked_agent
-    from tests.history_people import (
-        approval_agent,
-        approve_one_reject_one_then_chat,
-        follow_to_the_end,
-        streaming_agent,
-        timeouts_agent,
-    )
-    from tests.history_turns import (
-        PNG,
-        capability_agent,
-        failing_agent,
-        flaky,
-        frontier_agent,
-        lookup,
-        middleware_agent,
-        storing_agent,
-        structured_agent,
-        ticking_agent,
-        tools_agent,
-        tools_script,
-    )
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # imported as `tests.history_agents` (the README's example)
+    sys.path.append(_TESTS)  # after everything else: it shadows nothing
+
+import history_engine4_ledger as ledger4
+from history_composed import (
+    HOOK_MODELS,
+    hook_models_agent,
+    mcp_agent,
+    subagent_agent,
+    todo_agent,
+    wrap_agent,
+)
+from history_engine3 import approve_each_reused_id, unmarked_agent
+from history_people import (
+    approval_agent,
+    approve_one_reject_one_then_chat,
+    follow_to_the_end,
+    streaming_agent,
+    timeouts_agent,
+)
+from history_turns import (
+    PNG,
+    capability_agent,
+    failing_agent,
+    flaky,
+    frontier_agent,
+    lookup,
+    middleware_agent,
+    storing_agent,
+    structured_agent,
+    ticking_agent,
+    tools_agent,
+    tools_script,
+)
 
 __all__ = [
     "HISTORY_AGENTS", "HISTORY_MODELS", "RECORDINGS", "Recording", "ENGINE4_RECORDINGS",
