@@ -3,8 +3,8 @@
 Everything here reads; nothing prints (`towline.cli.render` formats). A live run
 answers the `state` and `messages` queries (a worker must be polling); a closed run
 is read from its result or, when it failed, from the partial run in its failure;
-the visibility record, the ledger memo `towline.counters` and the run's history (its
-conversation, `towline.replay.run_history`) fill in what no worker can answer. Whether a workflow *task* keeps failing comes from `describe`
+the visibility record and the ledger memo `towline.counters` fill in what no
+worker can answer. Whether a workflow *task* keeps failing comes from `describe`
 (the pending workflow task's attempt) and the failure recorded in the history.
 """
 
@@ -41,7 +41,6 @@ from towline.cli.common import CliError, one_line
 from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
-from towline.replay.run_history import conversation_from_history
 from towline.results import Counters, RunResult
 from towline.runtime.ledger import MEMO_KEY, decode_counters
 from towline.timetravel.lineage import ForkedFrom, lineage_in
@@ -397,7 +396,4 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         await _read_completed(details, client, desc)
     elif desc.status == WorkflowExecutionStatus.FAILED:
         await _read_failed(details, handle)
-    if details.messages is None:  # no worker answered, or it ended without a result
-        details.messages, note = await conversation_from_history(client, workflow_id)
-        details.notes += [note] if note else []
     return details

@@ -2,7 +2,8 @@
 
 What is shown is read by `towline.cli.runstate.read_run` (queries while the run is
 live, its result or failure afterwards, the ledger memo and search attributes as
-fallbacks), with the confirmed counters and the billable Actions read from the history of
+fallbacks; the conversation from the history when none of them has it,
+`towline.replay.run_history`), with the confirmed counters and the billable Actions read from the history of
 every execution (`towline.cli.ledger_view`, `towline.telemetry.actions`); while the run is
 live it says how far behind them its memo is. This module renders it, as text or as JSON
 (`--json`: `counters` the confirmed ones, `memo_counters` the memo's).
@@ -27,6 +28,7 @@ from towline.cli.render import (
 )
 from towline.cli.runstate import RunDetails, read_run
 from towline.cli.watch import add_watch_options, watch_command
+from towline.replay.run_history import recorded_conversation
 from towline.runtime.ledger import format_cost
 from towline.telemetry.actions import ActionCount, billable_actions
 from towline.testing import execution_histories
@@ -99,6 +101,9 @@ async def show_command(args: Any) -> int:
     # every execution's history (continue-as-new: each start is an Action), from the first
     chain = await execution_histories(client, details.workflow_id, details.first_run_id)
     actions = billable_actions(e for history in chain for e in history.events)
+    if details.messages is None:  # no worker answered, or the run ended without a result
+        details.messages, note = await recorded_conversation(chain, client.data_converter)
+        details.notes += [note] if note else []
     # the confirmed counters: the latest the history records (a header, a status change's
     # memo, the result), never a live query's, which may run ahead of what is confirmed
     confirmed = await confirmed_in(client, chain[-1].events) if chain else None

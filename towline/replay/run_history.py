@@ -53,7 +53,7 @@ from towline.results import RunInput
 from towline.runtime.ledger import counters_from_history
 from towline.workflows.versions import history_engine
 
-__all__ = ["conversation_from_history", "RunHistory", "RecordedRequest", "RecordedToolCall", "RecordedOutcome",
+__all__ = ["recorded_conversation", "RunHistory", "RecordedRequest", "RecordedToolCall", "RecordedOutcome",
            "HistoryReadError", "read_run_history", "read_histories", "read_executions",
            "request_digest", "TOOL_ACTIVITY_PREFIX"]
 
@@ -69,13 +69,13 @@ async def read_run_history(client: Client, workflow_id: str) -> RunHistory:
                                  client.data_converter)
 
 
-async def conversation_from_history(client: Client, workflow_id: str) -> tuple[
-        list[Message] | None, str | None]:
-    """A run's conversation as its history records it (`RunHistory.conversation`), for a
-    reader no worker answers, and a note saying so (None, None: the history cannot be read).
+async def recorded_conversation(histories: Sequence[WorkflowHistory], converter: DataConverter
+                                ) -> tuple[list[Message] | None, str | None]:
+    """A run's conversation as its histories record it (`RunHistory.conversation`), for a
+    reader no worker answers, and a note saying so (None, None: they cannot be read).
     Messages the history names only by reference are left out, and the note says how many."""
     try:
-        run = await read_run_history(client, workflow_id)
+        run = await read_histories(histories, converter)
     except HistoryReadError:
         return None, None
     found = run.conversation()
