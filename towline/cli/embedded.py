@@ -8,6 +8,7 @@ command; its UI listens on port 8233 unless that port is taken.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from towline.agent import Agent
+from towline.cli.args import add_no_worker, add_server, add_task_queue, add_ui_url
 from towline.cli.common import (
     CliError,
     Target,
@@ -47,6 +49,7 @@ __all__ = [
     "start_embedded",
     "choose_port",
     "connect_or_embed",
+    "add_embedding",
 ]
 
 DEFAULT_PORT = 7233
@@ -148,6 +151,19 @@ async def start_embedded(
     ui_url = f"http://localhost:{ui_port}"
     record_ui(port, ui_url, process.pid)
     return Embedded(process=process, client=client, ui_url=ui_url)
+
+
+def add_embedding(parser: argparse.ArgumentParser, what: str, port_default: str, *,
+                  ui_url: str = "", no_worker: str | None = None) -> None:
+    """The options `connect_or_embed` reads: `--task-queue`, `--no-worker`, `--ui-url` and
+    the embedded server's (`what`: when it starts; `ui_url`, `no_worker`: their help)."""
+    add_task_queue(parser)
+    if no_worker is None:
+        add_no_worker(parser)
+    else:
+        add_no_worker(parser, no_worker)
+    add_ui_url(parser, ui_url)
+    add_server(parser, what, port_default)
 
 
 async def connect_or_embed(

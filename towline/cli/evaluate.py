@@ -21,16 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from towline.cli.args import (
-    Subcommands,
-    add_json,
-    add_no_worker,
-    add_server,
-    add_task_queue,
-    add_ui_url,
-    command,
-    positive,
-)
+from towline.cli.args import Subcommands, add_json, add_ui_url, command, positive
 from towline.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -42,7 +33,7 @@ from towline.cli.common import (
     target_of,
     ui_base,
 )
-from towline.cli.embedded import connect_or_embed
+from towline.cli.embedded import add_embedding, connect_or_embed
 from towline.cli.render import print_json
 
 __all__ = ["rerun_command", "eval_command", "register"]
@@ -164,8 +155,7 @@ def register(sub: Subcommands) -> None:
                    help="cases run at once (default: 8)")
     e.add_argument("--label", default="", metavar="TEXT",
                    help="part of the runs' ids: another label runs every case again")
-    add_no_worker(e, "do not run a worker in this process (workers elsewhere serve the agent)")
     add_json(e, "print the report as one JSON object")
-    add_ui_url(e)
-    add_task_queue(e)
-    add_server(e, "started when no server answers at a local address", "7233")
+    add_embedding(e, "started when no server answers at a local address", "7233",
+                  no_worker="do not run a worker in this process (workers elsewhere serve the "
+                  "agent)")

@@ -31,17 +31,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli.args import (
-    Subcommands,
-    add_json,
-    add_no_worker,
-    add_server,
-    add_task_queue,
-    add_ui_url,
-    command,
-    model_string,
-    positive,
-)
+from towline.cli.args import Subcommands, add_json, command, model_string, positive
 from towline.cli.common import (
     GRACEFUL_SHUTDOWN,
     CliError,
@@ -54,7 +44,7 @@ from towline.cli.common import (
     target_of,
     workflow_url,
 )
-from towline.cli.embedded import connect_or_embed
+from towline.cli.embedded import add_embedding, connect_or_embed
 from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
@@ -293,7 +283,6 @@ def register(sub: Subcommands) -> None:
                    "store, not in the history: file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX; "
                    f"a worker elsewhere needs the same (default: {STORE_ENV}, else the embedded "
                    "server's, or .towline/payloads against a local server)")
-    add_task_queue(p)
     p.add_argument("--id", metavar="WORKFLOW_ID", help="workflow id (default: <agent>-<random>)")
     p.add_argument("--allow-duplicate", action="store_true",
                    help="with --id: start even if a closed run already has that id")
@@ -318,12 +307,11 @@ def register(sub: Subcommands) -> None:
                            "agent's ModelSettings.stream is on)")
     streaming.add_argument("--no-stream", dest="stream", action="store_false",
                            help="do not stream: show each step once it is done")
-    add_no_worker(p)
     add_json(p, "print the whole RunResult as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no step-by-step progress")
     add_thinking_option(p)
-    add_ui_url(p, " (default: TOWLINE_UI_URL, or derived)")
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
                    help="how long to try reaching the server before embedding one (default: 3)")
     add_tracing_option(p)
-    add_server(p, "only if no server answers", "the configured address's port")
+    add_embedding(p, "only if no server answers", "the configured address's port",
+                  ui_url=" (default: TOWLINE_UI_URL, or derived)")
