@@ -31,7 +31,7 @@ DESIGN_NAMES = {
 FAILURE_REASONS = [
     "MaxStepsExceeded", "ToolRetriesExhausted", "OutputRetriesExhausted", "UsageLimitExceeded",
     "CapabilityViolation", "NondeterministicHook", "ToolCallIdentityChanged", "DuplicateToolCallId",
-    "UncertainToolEffect", "ModelRequestFailed", "PayloadTooLarge", "ContentBlocked",
+    "UncertainToolEffect", "ModelRequestFailed", "PayloadTooLarge", "ContentBlocked", "ContentFiltered",
     "Cancelled", "UnknownAgent", "InvalidRunInput", "InternalError",
 ]
 

@@ -27,6 +27,8 @@
         ├── PayloadTooLarge
         ├── MCPServerUnavailable
         ├── ContentBlocked
+        ├── ContentFiltered       the provider filtered or refused the answer (or the prompt):
+        │                         Gemini's SAFETY or MODEL_ARMOR, Anthropic's `refusal`, ...
         ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
         ├── UnknownAgent
         ├── InvalidRunInput
@@ -80,6 +82,7 @@ __all__ = [
     "PayloadTooLarge",
     "MCPServerUnavailable",
     "ContentBlocked",
+    "ContentFiltered",
     "Cancelled",
     "RunCancelled",
     "UnknownAgent",
@@ -249,6 +252,21 @@ class ContentBlocked(RunFailure):
     """A capability blocked the run's content (e.g. `RedactPII(strategy="block")`)."""
 
 
+class ContentFiltered(RunFailure):
+    """The provider filtered or refused the model's answer, or blocked the prompt.
+
+    The message names the provider's own reason (`google: MODEL_ARMOR: ...`, `anthropic:
+    refusal`); the partial run holds the filtered response (its `provider_details` say
+    the same) and the usage it was billed. A filtered answer is never retried as "empty":
+    asking the same again gets the same refusal. A capability reacts before the run ends:
+    its `after_model_request` hook sees `response.finish_reason == "content_filter"` and
+    may replace the response, or its `after_model` hook jumps (`"model"` to ask again,
+    `"end"` to end the run with what there is); a `wrap_model_call` wrapper may call
+    `next` again with another request. Not a `ModelRequestFailed`, so `ModelFallback`
+    does not send the filtered content to another model behind the filter's back.
+    """
+
+
 class Cancelled(RunFailure):
     """A client cancelled the run: the `cancel` signal, or Temporal's cancel (UI, CLI, API)."""
 
@@ -284,6 +302,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     PayloadTooLarge,
     MCPServerUnavailable,
     ContentBlocked,
+    ContentFiltered,
     Cancelled,
     UnknownAgent,
     InvalidRunInput,

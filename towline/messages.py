@@ -158,6 +158,11 @@ ToolReturnStatus = Literal[
 """The outcome recorded for every tool call; docs/concepts.md says what each one means."""
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
+"""How an answer ended, normalised across providers: `stop` (a final answer), `tool_calls`,
+`length` (cut off by the token limit: none of its calls runs), `content_filter` (the provider
+filtered or refused it: the run ends with `ContentFiltered` unless a hook handles it) and
+`error` (the provider marked it unusable, e.g. a malformed function call: the model is asked
+again, as an invalid output is). The provider's own value is in `ModelResponse.provider_details`."""
 
 
 class SystemPart(_Frozen):
@@ -291,6 +296,14 @@ class ModelResponse(_Compact):
     usage: Usage = Field(default_factory=Usage)
     model_name: str | None = None
     finish_reason: FinishReason | None = None
+    provider_details: dict[str, str] = Field(default_factory=dict[str, str],
+                                             exclude_if=lambda v: not v)
+    """What the provider said about how the answer ended, in its own words, under its own
+    field names: Gemini's `finish_reason` and `finish_message` (or, for a prompt it blocked,
+    `block_reason` and `block_reason_message`), Anthropic's `stop_reason`, Chat Completions'
+    `finish_reason` and `refusal`, the Responses API's `status`, `incomplete_reason`,
+    `refusal` and `error_code`. `finish_reason` is the normalised one; this keeps the raw
+    value (`MODEL_ARMOR`, `refusal`, ...) that a `ContentFiltered` failure names."""
 
     _compact_defaults: ClassVar[dict[str, Any]] = {"model_name": None, "finish_reason": None}
 

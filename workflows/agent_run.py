@@ -44,6 +44,7 @@ from towline.timetravel.lineage import run_lineage
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .facts import worker_facts
+from .finish import UNUSABLE, unusable_answer
 from .handlers import RunHandlers, SendInput
 from .hook_api import ApprovalDecision
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
@@ -341,6 +342,8 @@ class AgentRun(RunHandlers):
             run.close_unpaired(f"not executed: after_model jumped to {jump!r}")
             run.confirm()
             return CONTINUE if jump == "model" else jumped_output(run, response)
+        if response.finish_reason in UNUSABLE and at_least(4):  # filtered, refused, malformed
+            return unusable_answer(run, response)
         if output_calls and jump != "tools":
             if response.finish_reason == "length" and since(TRUNCATED_OUTPUT):
                 run.close_unpaired("the response was cut off by the token limit: nothing was executed")

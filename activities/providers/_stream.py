@@ -13,7 +13,8 @@ the request streamed or not.
   `reasoning_content` (or `reasoning`) deltas are the thinking (`thinking_delta`).
 - Responses API: `stream=True`; `response.output_text.delta` events are the
   text, `response.reasoning_summary_text.delta` the thinking, and
-  `response.completed` carries the whole response (reasoning items included).
+  `response.completed` (or `.incomplete`, `.failed`) carries the whole response
+  (reasoning items included), read as a non-streamed answer is.
 - Anthropic Messages: the SDK's own `messages.stream()` helper, which gathers
   the final message (its `thinking_delta` events are the thinking, and a
   `signature_delta` completes a thinking block); an `error` event mid-stream
@@ -37,6 +38,7 @@ from towline.runtime.model_types import ModelConnectionError
 
 from ._common import Endpoint, field_map, items, request_timeout, status_error
 from ._sdk_errors import anthropic_error, openai_error
+from .openai_options import RETRIED_ERRORS
 
 __all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS",
            "BEDROCK_ERROR_STATUS"]
@@ -142,12 +144,13 @@ async def stream_responses(create: Any, body: Mapping[str, Any], extra: Mapping[
                 thinking_delta(str(data["delta"]))
             elif kind == "response.reasoning_summary_part.added" and data.get("summary_index"):
                 thinking_delta("\n\n")  # summary parts are joined by a blank line
-            elif kind in ("response.completed", "response.incomplete"):
-                final = dict(field_map(data.get("response")))
-            elif kind in ("response.failed", "error"):
-                failure = field_map(field_map(data.get("response")).get("error")) or data
-                message = str(failure.get("message") or "the response failed")
-                raise RuntimeError(endpoint.scrub(f"openai: {message}"))
+            elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                final = dict(field_map(data.get("response")))  # a failure: parse_response's
+            elif kind == "error":
+                message = str(data.get("message") or "the response failed")
+                raise status_error("openai", RETRIED_ERRORS.get(str(data.get("code")), 400),
+                                   {"error": {"message": message, "code": data.get("code")}},
+                                   None, endpoint)
     except openai.OpenAIError as e:
         raise openai_error(e, endpoint) from None
     if final is None:

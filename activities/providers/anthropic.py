@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from towline.messages import (
+    FinishReason,
     Message,
     ModelResponse,
     ResponsePart,
@@ -36,12 +37,23 @@ from ._sdk_errors import anthropic_error
 from ._stream import stream_anthropic
 from .anthropic_wire import DEFAULT_MAX_TOKENS, FAMILY, build_request
 
-__all__ = ["AnthropicModel", "build_request", "parse_response", "anthropic_error", "DEFAULT_MAX_TOKENS"]
+__all__ = ["AnthropicModel", "build_request", "parse_response", "anthropic_error", "DEFAULT_MAX_TOKENS",
+           "STOP_REASONS", "PAUSED"]
 
-_FINISH: dict[str, Literal["stop", "length", "tool_calls", "content_filter"]] = {
-    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
-    "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter",
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
+    "max_tokens": "length", "model_context_window_exceeded": "length",
+    "refusal": "content_filter",  # the API's classifiers stopped the answer: `ContentFiltered`
+    "pause_turn": "stop",  # see PAUSED
 }
+"""Every `stop_reason` of the Messages API (the SDK's `StopReason`), normalised. An unknown
+one is read by the answer's content; `provider_details["stop_reason"]` keeps it as it came."""
+
+PAUSED = frozenset({"pause_turn"})
+"""Stop reasons of a turn the API paused (a long server-tool turn), not ended: the answer
+goes back as the assistant turn of the next request of the same step to go on. That
+continuation belongs to the native-tools request loop; until it runs, such an answer is
+read as `stop`."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,7 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
     outputs = {t.name for t in info.output_tools}
     parts = [p for p in (_part(b, outputs) for b in items(data.get("content"))) if p is not None]
     reason = str(data.get("stop_reason") or "")
-    finish = _FINISH.get(reason) or (
+    finish = STOP_REASONS.get(reason) or (
         "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop")
     raw = field_map(data.get("usage"))
     read = int(raw.get("cache_read_input_tokens") or 0)
@@ -132,4 +144,5 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         cache_read_tokens=read, cache_write_tokens=written,
     )
     return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
-                         finish_reason=finish)
+                         finish_reason=finish,
+                         provider_details={"stop_reason": reason} if reason else {})

@@ -30,10 +30,11 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from towline.messages import (
     BinaryContent,
+    FinishReason,
     Message,
     ModelRequest,
     ModelResponse,
@@ -56,7 +57,7 @@ from towline.runtime.output_schema import strict_schema
 from ._common import field_map, items, own_thinking, retry_text, return_text, unsupported_media
 from ._media import Media, data_url_bytes, media_type
 
-__all__ = ["GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "gemini_contents", "gemini_config",
+__all__ = ["GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "FINISH_REASONS", "BLOCKED_PROMPT", "gemini_contents", "gemini_config",
            "thinking_config", "parse_response", "merge_chunks", "signature_text",
            "signature_bytes", "media_part"]
 
@@ -77,10 +78,29 @@ EFFORT_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 1024, "medium": 8192, 
 """The thinking budget each effort stands for on Gemini 2.x (the table Google gives for its
 OpenAI-compatible `reasoning_effort`); Gemini 3 and later take the effort as `thinking_level`."""
 
-_FILTERED = frozenset({
-    "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "LANGUAGE",
-    "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
-})
+FINISH_REASONS: dict[str, FinishReason | None] = {
+    "FINISH_REASON_UNSPECIFIED": None, "STOP": None, "MAX_TOKENS": "length",
+    "CONTINUATION": "length",  # cut at the per-request cap (towline sends no continuation token)
+    "SAFETY": "content_filter", "RECITATION": "content_filter", "LANGUAGE": "content_filter",
+    "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter", "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter", "MODEL_ARMOR": "content_filter",
+    "ESCALATION": "content_filter", "PUP_LIMITED_DISABLED": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error", "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error", "MALFORMED_RESPONSE": "error",
+    "MISSING_THOUGHT_SIGNATURE": "error", "NO_IMAGE": "error", "IMAGE_OTHER": "error",
+    "OTHER": "error",
+}
+"""Every `FinishReason` of google-genai, normalised (None: `stop`, or `tool_calls` when the
+answer has calls). Filters and policies (Vertex AI's Model Armor included) are
+`content_filter`, which ends the run with `ContentFiltered`; an answer Gemini itself calls
+malformed or unexpected is `error`, which the model is told about and asked again. A reason
+this table does not know yet is read by the answer's content (and kept in
+`provider_details`)."""
+
+BLOCKED_PROMPT: FinishReason = "content_filter"
+"""A prompt Gemini blocked (`promptFeedback.blockReason`, no candidate), whatever its
+`BlockedReason`: `SAFETY`, `MODEL_ARMOR`, `JAILBREAK`, ..."""
 _MAJOR = re.compile(r"gemini-(\d+)")
 
 
@@ -294,8 +314,7 @@ def merge_chunks(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if chunk.get(key):
                 answer[key] = chunk[key]
         for c in items(chunk.get("candidates"))[:1]:
-            if c.get("finish_reason"):
-                candidate["finish_reason"] = c["finish_reason"]
+            candidate.update({k: c[k] for k in ("finish_reason", "finish_message") if c.get(k)})
             for part in items(field_map(c.get("content")).get("parts")):
                 last = parts[-1] if parts else None
                 if (last is not None and "text" in part and "text" in last
@@ -323,17 +342,19 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     )
 
 
-def _finish(reason: str, calls: bool) -> Literal["stop", "length", "tool_calls", "content_filter"]:
-    if reason == "MAX_TOKENS":
-        return "length"
-    if reason in _FILTERED:
-        return "content_filter"
-    return "tool_calls" if calls else "stop"
+def _finish(reason: str, calls: bool) -> FinishReason:
+    return FINISH_REASONS.get(reason) or ("tool_calls" if calls else "stop")
+
+
+def _enum_text(value: Any) -> str:
+    """An enum field's value as text (the SDK gives its enum, a dump gives the text)."""
+    return str(getattr(value, "value", value) or "")
 
 
 def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
     """A `GenerateContentResponse` (the SDK's snake-case dump) as a `ModelResponse` (usage
-    not yet priced). A prompt Gemini blocked (no candidate) is an empty `content_filter`."""
+    not yet priced). A prompt Gemini blocked (no candidate) is an empty `content_filter`;
+    `provider_details` keeps Gemini's finish (or block) reason and message."""
     out: list[ResponsePart] = []
     outputs = {t.name for t in info.output_tools}
     candidates = items(data.get("candidates"))
@@ -362,10 +383,13 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
                 out.append(ThinkingPart(signature=signature, provider=FAMILY))
             if part.get("text"):
                 out.append(TextPart(content=str(part["text"])))
-    raw_reason: Any = candidate.get("finish_reason")
-    reason = str(getattr(raw_reason, "value", raw_reason) or "")  # the SDK's enum, or its text
-    if not candidates and field_map(data.get("prompt_feedback")).get("block_reason"):
-        reason = "SAFETY"
+    reason = _enum_text(candidate.get("finish_reason"))
     finish = _finish(reason, any(isinstance(p, ToolCallPart) for p in out))
+    source, keys = candidate, ("finish_reason", "finish_message")
+    if not reason and field_map(data.get("prompt_feedback")).get("block_reason"):  # no candidate
+        finish, source = BLOCKED_PROMPT, field_map(data.get("prompt_feedback"))
+        keys = ("block_reason", "block_reason_message")
+    details = {k: _enum_text(source.get(k)) for k in keys if source.get(k)}
     return ModelResponse(parts=out, usage=_usage(field_map(data.get("usage_metadata"))),
-                         model_name=str(data.get("model_version") or model), finish_reason=finish)
+                         model_name=str(data.get("model_version") or model), finish_reason=finish,
+                         provider_details=details)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from towline.messages import (
+    FinishReason,
     Message,
     ModelRequest,
     ModelResponse,
@@ -56,12 +57,15 @@ from .openai_media import chat_part
 from .openai_options import json_schema_format, openai_usage, reasoning_effort, run_cache_key
 
 __all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json",
-           "chat_messages"]
+           "chat_messages", "FINISH_REASONS"]
 
-_FINISH: dict[str, Literal["stop", "length", "tool_calls", "content_filter"]] = {
+FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
+"""Every `finish_reason` of Chat Completions (the SDK's `Choice.finish_reason`), normalised.
+A message with a `refusal` is `content_filter` whatever its finish reason. An unknown reason
+(a compatible server's own) is read by the answer's content."""
 
 
 @dataclass(frozen=True)
@@ -268,12 +272,15 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         parts.append(ToolCallPart(tool_name=name, args=args, raw_args=raw,
                                   tool_call_id=str(call.get("id") or ""),
                                   kind="output" if name in outputs else "function"))
-    reason = choices[0].get("finish_reason") if choices else None
-    finish = _FINISH.get(str(reason)) if reason else None
+    reason = str(choices[0].get("finish_reason") or "") if choices else ""
+    finish = FINISH_REASONS.get(reason)
     if refused:
         finish = "content_filter"
     elif finish is None:
         finish = "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop"
+    details = {k: v for k, v in (("finish_reason", reason),
+                                 ("refusal", str(message.get("refusal") or ""))) if v}
     return ModelResponse(parts=parts, usage=openai_usage(data.get("usage"), "prompt", "completion"),
-                         model_name=str(data.get("model") or model), finish_reason=finish)
+                         model_name=str(data.get("model") or model), finish_reason=finish,
+                         provider_details=details)
 

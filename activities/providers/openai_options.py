@@ -22,7 +22,13 @@ from towline.runtime.output_schema import strict_schema
 from ._common import field_map
 
 __all__ = ["EFFORT_BUDGETS", "reasoning_effort", "thinks", "cache_key", "run_cache_key",
-           "json_schema_format", "openai_usage"]
+           "json_schema_format", "openai_usage", "RETRIED_ERRORS"]
+
+RETRIED_ERRORS: dict[str, int] = {"server_error": 500, "rate_limit_exceeded": 429,
+                                  "vector_store_timeout": 504}
+"""The Responses API's error codes (a `failed` response's `error.code`, an `error` stream event's
+`code`) that Temporal retries, as the HTTP status each stands for; every other code fails the
+request for good (HTTP 400)."""
 
 EFFORT_BUDGETS: dict[str, int] = {"low": 1024, "medium": 8192, "high": 24576}
 """The thinking budget each effort stands for (the equivalence Google documents for the

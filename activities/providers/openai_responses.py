@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from towline.messages import (
+    FinishReason,
     Message,
     ModelRequest,
     ModelResponse,
@@ -37,7 +38,7 @@ from towline.messages import (
     ToolReturnPart,
     UserPart,
 )
-from towline.runtime.model_types import ModelInfo
+from towline.runtime.model_types import ModelHTTPError, ModelInfo
 
 from ._common import (
     ProviderModel,
@@ -52,6 +53,7 @@ from ._stream import stream_responses
 from .openai_chat import call_arguments, call_json, make_openai_client
 from .openai_media import responses_part
 from .openai_options import (
+    RETRIED_ERRORS,
     json_schema_format,
     openai_usage,
     reasoning_effort,
@@ -60,7 +62,8 @@ from .openai_options import (
 )
 
 __all__ = ["OpenAIResponsesModel", "build_request", "parse_response", "input_items", "ITEM_ID",
-           "ENCRYPTED_REASONING"]
+           "ENCRYPTED_REASONING", "INCOMPLETE_REASONS", "POLICY_ERRORS", "PENDING",
+           "STATUSES"]
 
 ITEM_ID = "openai_item_id"
 """The `ToolCallPart.metadata` key of a function call's Responses item id (`fc_…`), kept for
@@ -227,7 +230,7 @@ def _thinking(item: Mapping[str, Any]) -> ThinkingPart:
 def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
     """A Responses API answer (JSON data) as a `ModelResponse` (usage not yet priced)."""
     parts: list[ResponsePart] = []
-    refused = False
+    refusal: str | None = None
     outputs = {t.name for t in info.output_tools}
     reasoned = False  # a sendable reasoning item came before: keep the calls' item ids
     for item in items(data.get("output")):
@@ -243,8 +246,8 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
                 if content.get("type") == "output_text" and content.get("text"):
                     parts.append(TextPart(content=str(content["text"])))
                 elif content.get("type") == "refusal":
-                    refused = True
-                    parts.append(TextPart(content=str(content.get("refusal") or "")))
+                    refusal = str(content.get("refusal") or "")
+                    parts.append(TextPart(content=refusal))
         elif kind == "function_call" and item.get("name"):
             args, raw = parse_args(item.get("arguments"))
             name = str(item["name"])
@@ -253,16 +256,56 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
                                       tool_call_id=str(item.get("call_id") or ""),
                                       kind="output" if name in outputs else "function",
                                       metadata=metadata))
-    finish: Literal["stop", "length", "tool_calls", "content_filter"]
-    incomplete = field_map(data.get("incomplete_details"))
-    if data.get("status") == "incomplete" and incomplete.get("reason") == "max_output_tokens":
-        finish = "length"
-    elif refused or incomplete.get("reason") == "content_filter":
-        finish = "content_filter"
-    elif any(isinstance(p, ToolCallPart) for p in parts):
-        finish = "tool_calls"
-    else:
-        finish = "stop"
+    finish, details = _finish(data, refusal, any(isinstance(p, ToolCallPart) for p in parts))
     return ModelResponse(parts=parts, usage=openai_usage(data.get("usage"), "input", "output"),
-                         model_name=str(data.get("model") or model), finish_reason=finish)
+                         model_name=str(data.get("model") or model), finish_reason=finish,
+                         provider_details=details)
 
+
+INCOMPLETE_REASONS: dict[str, FinishReason] = {
+    "max_output_tokens": "length", "max_messages": "length",
+    "steered": "length",  # a WebSocket `response.steer` cut it at a boundary: nothing runs
+    "content_filter": "content_filter",
+}
+"""Every `incomplete_details.reason` of an `incomplete` response, normalised (an unknown one is
+`length`: the answer is cut short)."""
+
+POLICY_ERRORS = frozenset({"invalid_prompt", "bio_policy", "misalignment_policy_violation",
+                           "image_content_policy_violation"})
+"""The `error.code`s of a `failed` response that refuse the content (usage policies): read as a
+`content_filter` answer (`ContentFiltered`), with the usage it was billed."""
+
+PENDING = frozenset({"queued", "in_progress"})
+"""Statuses of a response not finished yet: only a background response (`background=True`) is
+answered so; polling it to its end belongs to background mode, and without it such an answer
+fails the request."""
+
+STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled", *PENDING})
+"""Every `status` of a Responses API `response` that `parse_response` reads."""
+
+
+def _finish(data: Mapping[str, Any], refusal: str | None, calls: bool) -> tuple[
+        FinishReason, dict[str, str]]:
+    """The normalised finish reason and the provider's own words; raises `ModelHTTPError` for
+    a response that failed (retryable or not by its error code), was cancelled, or is pending."""
+    status = str(data.get("status") or "completed")
+    details = {"status": status}
+    reason = str(field_map(data.get("incomplete_details")).get("reason") or "")
+    if reason:
+        details["incomplete_reason"] = reason
+    error = field_map(data.get("error"))
+    code = str(error.get("code") or "")
+    if code:
+        details["error_code"] = code
+    if status == "failed" and code not in POLICY_ERRORS:
+        message = str(error.get("message") or "the response failed")
+        raise ModelHTTPError(RETRIED_ERRORS.get(code, 400),
+                             f"openai: {message}" + (f" ({code})" if code else ""))
+    if status == "cancelled" or status in PENDING:
+        raise ModelHTTPError(400, f"openai: the response is {status} (background responses are "
+                                  f"not polled)")
+    if refusal is not None or status == "failed":
+        return "content_filter", {**details, **({"refusal": refusal} if refusal else {})}
+    if status == "incomplete":
+        return INCOMPLETE_REASONS.get(reason, "length"), details
+    return ("tool_calls" if calls else "stop"), details
