@@ -1,7 +1,9 @@
 """Gemini's wire format for the fake provider: its answers, its SSE stream, and its rules.
 
 - Answers: `answer(parts, ...)` is a `GenerateContentResponse` exactly as the API sends it
-  (camelCase, `thoughtSignature` as base64), made of `text`, `thought` and `call` parts.
+  (camelCase, `thoughtSignature` as base64), made of `text`, `thought` and `call` parts;
+  `blocked(reason, ...)` an answer Gemini stopped (a filter, Model Armor, a malformed call)
+  or a prompt it blocked, in the shape real ones have (no `content`, a `finishMessage`).
 - Streaming (`:streamGenerateContent?alt=sse`): `gemini_events` cuts an answer into the
   chunks Gemini streams (`data: {chunk}` lines ended by a blank CRLF line): text in pieces,
   thoughts apart, a text's signature on a last empty piece, each function call whole, the
@@ -34,7 +36,7 @@ from typing import Any
 from fake_server import FakeProvider, Recorded, Reply
 from sse import Event, pieces
 
-__all__ = ["answer", "text", "thought", "call", "api_error", "gemini_events", "gemini_encode",
+__all__ = ["answer", "text", "thought", "call", "blocked", "api_error", "gemini_events", "gemini_encode",
            "GeminiWire", "decoded", "MISSING_SIGNATURE", "CORRUPTED_SIGNATURE", "RESPONSE_COUNT",
            "CALL_ORDER"]
 
@@ -92,6 +94,30 @@ def answer(parts: list[dict[str, Any]], finish: str = "STOP", *, model: str = "g
             "usageMetadata": usage, "modelVersion": model, "responseId": "gx7dZ9qBHpWz1MkP"}
 
 
+def blocked(finish: str, message: str = "", *, prompt: int = 10, output: int = 0, thoughts: int = 0,
+            prompt_blocked: bool = False, model: str = "gemini-2.5-flash") -> dict[str, Any]:
+    """An answer Gemini stopped (`finish`: `SAFETY`, `MODEL_ARMOR`, `MALFORMED_FUNCTION_CALL`,
+    ...), as the real API sends one: a candidate with no `content` at all, the reason and its
+    `finishMessage`, and the tokens billed (thinking included). `prompt_blocked`: the prompt was
+    blocked (`finish` is the `blockReason`): no candidate, and usage with no token counts.
+
+    The shapes of real Vertex AI answers (Model Armor on the answer and on the prompt) and of a
+    real Gemini `SAFETY` block, as pydantic-ai's recordings of them have them."""
+    head = {"createTime": "2026-01-01T00:00:00.000000Z", "modelVersion": model,
+            "responseId": "QVRhatDkAeqe7dcPlP-i8QM"}
+    if prompt_blocked:
+        feedback = {"blockReason": finish, **({"blockReasonMessage": message} if message else {})}
+        return {**head, "promptFeedback": feedback, "usageMetadata": {"trafficType": "ON_DEMAND"}}
+    usage: dict[str, Any] = {"promptTokenCount": prompt, "totalTokenCount": prompt + output + thoughts,
+                             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}
+    if output:
+        usage["candidatesTokenCount"] = output
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    candidate = {"finishReason": finish, **({"finishMessage": message} if message else {})}
+    return {**head, "candidates": [candidate], "usageMetadata": usage}
+
+
 def api_error(code: int, status: str, message: str, details: list[Any] | None = None) -> Reply:
     """An error answer as Google APIs give it."""
     error: dict[str, Any] = {"code": code, "message": message, "status": status}
@@ -105,6 +131,8 @@ def api_error(code: int, status: str, message: str, details: list[Any] | None = 
 
 def gemini_events(body: dict[str, Any]) -> list[Event]:
     """The chunks Gemini streams for the answer `body`."""
+    if "content" not in (body.get("candidates") or [{}])[0]:  # a blocked answer: one chunk
+        return [(None, body)]
     candidate = body["candidates"][0]
     head = {k: body[k] for k in ("modelVersion", "responseId") if k in body}
     prompt = {"promptTokenCount": body["usageMetadata"]["promptTokenCount"]}
