@@ -59,13 +59,14 @@ from .openai_options import json_schema_format, openai_usage, reasoning_effort, 
 __all__ = ["OpenAIChatModel", "build_request", "parse_response", "openai_error", "call_json",
            "chat_messages", "FINISH_REASONS"]
 
-FINISH_REASONS: dict[str, FinishReason] = {
-    "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
+FINISH_REASONS: dict[str, FinishReason | None] = {
+    "stop": None, "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
-"""Every `finish_reason` of Chat Completions (the SDK's `Choice.finish_reason`), normalised.
-A message with a `refusal` is `content_filter` whatever its finish reason. An unknown reason
-(a compatible server's own) is read by the answer's content."""
+"""Every `finish_reason` of Chat Completions (the SDK's `Choice.finish_reason`), normalised
+(None: `stop`, or `tool_calls` when the message has calls: a forced `tool_choice` ends a
+real answer with calls as `stop`). A message with a `refusal` is `content_filter` whatever
+its finish reason. An unknown reason (a compatible server's own) is read by the content."""
 
 
 @dataclass(frozen=True)

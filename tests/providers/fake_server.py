@@ -50,6 +50,9 @@ class Reply:
     """Streaming: seconds between two events (a model generating)."""
     cut_after: int | None = None
     """Streaming: drop the connection after this many events (a broken stream)."""
+    raw: bytes | None = None
+    """The body exactly as a real API sent it (a recording): written byte for byte, as JSON or,
+    when it is a stream of server-sent events, as `text/event-stream`."""
 
 
 @dataclass
@@ -186,6 +189,9 @@ class FakeProvider:
                 reply = provider._next(recorded)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.raw is not None:
+                    self._raw(reply, reply.raw)
+                    return
                 streams = (isinstance(body, dict) and body.get("stream")) or (
                     ":streamGenerateContent" in self.path) or (  # Gemini streams by its URL
                     self.path.split("?", 1)[0].endswith("/invoke-with-response-stream"))  # Bedrock
@@ -203,6 +209,15 @@ class FakeProvider:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a killed worker)
                     pass
+
+            def _raw(self, reply: Reply, data: bytes) -> None:
+                sse = data.lstrip().startswith((b"event:", b"data:"))
+                self.send_response(reply.status)
+                self.send_header("content-type", "text/event-stream; charset=utf-8" if sse
+                                 else "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _stream(self, reply: Reply) -> None:
                 events, write, kind = reply.events, encode, "text/event-stream; charset=utf-8"

@@ -151,6 +151,14 @@ def test_every_chat_finish_reason(value: str) -> None:
     assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 2)
 
 
+def test_a_chat_stop_with_calls_is_tool_calls() -> None:
+    """A forced `tool_choice` ends a real answer that calls the tool with `stop`."""
+    forced = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}]}
+    assert openai_chat.parse_response(forced, INFO, "gpt-x").finish_reason == "tool_calls"
+
+
 def test_a_chat_refusal_is_filtered_whatever_its_finish_reason() -> None:
     refused = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
         "role": "assistant", "content": None, "refusal": "I can't help with that."}}]}
