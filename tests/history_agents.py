@@ -44,6 +44,7 @@ if _TESTS not in sys.path:  # imported as `tests.history_agents` (the README's e
     sys.path.append(_TESTS)  # after everything else: it shadows nothing
 
 import history_engine4_ledger as ledger4
+import history_engine4_real_traffic as traffic4
 from history_composed import (
     HOOK_MODELS,
     hook_models_agent,
@@ -223,3 +224,8 @@ ENGINE4_RECORDINGS += [
                        continue_as_new_after_events=25),
               start_attributes=True, memo=ledger4.start_memo(ledger4.continued_agent)),
 ]
+
+# filtered and malformed answers (issue 28)
+HISTORY_AGENTS += traffic4.ENGINE4_REAL_TRAFFIC_AGENTS
+ENGINE4_RECORDINGS += [Recording(i, inp, start_attributes=True, memo=ledger4.start_memo(agent))
+                       for i, agent, inp in traffic4.ENGINE4_REAL_TRAFFIC_RUNS]

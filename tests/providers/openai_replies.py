@@ -57,6 +57,15 @@ def responses_answer(output: list[dict[str, Any]], *, model: str = "o4-mini-2025
     """A Responses API `response` object."""
     return {
         "id": "resp_t", "object": "response", "created_at": 1735689600, "status": "completed",
+        # the fields a real answer has besides (langchain-openai's recorded answers)
+        "background": False, "billing": {"payer": "developer"}, "completed_at": 1735689600,
+        "frequency_penalty": 0.0, "instructions": None, "max_output_tokens": None,
+        "max_tool_calls": None, "presence_penalty": 0.0, "previous_response_id": None,
+        "prompt_cache_key": None, "prompt_cache_retention": None,
+        "reasoning": {"effort": None, "summary": None}, "safety_identifier": None,
+        "service_tier": "default", "store": False, "temperature": 1.0,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"}, "top_logprobs": 0,
+        "top_p": 1.0, "truncation": "disabled", "user": None, "metadata": {},
         "model": model, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
         "error": None, "incomplete_details": None, "output": output,
         "usage": {"input_tokens": input_tokens,

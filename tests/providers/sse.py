@@ -82,7 +82,8 @@ def chat_chunks(completion: dict[str, Any]) -> list[Event]:
 
 def responses_events(response: dict[str, Any]) -> list[Event]:
     """Responses API: created, each output item with its deltas (a reasoning item's summary
-    parts in `response.reasoning_summary_text.delta`s), completed."""
+    parts in `response.reasoning_summary_text.delta`s), then completed (or incomplete, or
+    failed, by the response's status), as real streams are."""
     seq = 0
     out: list[Event] = []
 
@@ -131,7 +132,11 @@ def responses_events(response: dict[str, Any]) -> list[Event]:
             event("response.function_call_arguments.done", item_id=item.get("id", ""),
                   output_index=index, arguments=item["arguments"], name=item["name"])
         event("response.output_item.done", output_index=index, item=item)
-    event("response.completed", response=response)
+    # the last event names how the response ended (real streams end an `incomplete` one
+    # with `response.incomplete`, not `response.completed`)
+    status = response.get("status") or "completed"
+    event(f"response.{status if status in ('incomplete', 'failed') else 'completed'}",
+          response=response)
     return out
 
 
@@ -168,8 +173,9 @@ def anthropic_events(message: dict[str, Any]) -> list[Event]:
         else:  # a block sent whole (redacted_thinking)
             out.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                 "content_block": block}))
+        if index == 0:  # real streams send their ping early, after the first block starts
+            out.insert(2, ("ping", {"type": "ping"}))
         out.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    out.append(("ping", {"type": "ping"}))
     out.append(("message_delta", {"type": "message_delta",
                                   "delta": {"stop_reason": message["stop_reason"],
                                             "stop_sequence": message.get("stop_sequence")},

@@ -325,3 +325,51 @@ async def test_a_streamed_chat_tool_call_is_read_as_the_real_stream_sent_it(
             ch["finish_reason"] for chunk in chunks for ch in chunk["choices"] if ch.get("finish_reason"))}
         assert not [p for p in response.parts if isinstance(p, TextPart) and p.content]
     assert provider.refusals() == []
+
+
+# --- the fakes' own answers, against the real ones ------------------------------------------
+
+
+def _kinds(events: list[str]) -> list[str]:
+    """Event types in order, repeats (deltas) and pings folded."""
+    out: list[str] = []
+    for kind in events:
+        if kind != "ping" and (not out or out[-1] != kind):
+            out.append(kind)
+    return out
+
+
+def _event_types(body: bytes) -> list[str]:
+    return [line[6:].strip() for line in body.decode().splitlines() if line.startswith("event:")]
+
+
+def test_the_fakes_answer_in_the_shape_real_answers_have() -> None:
+    """The fake's answers have every field the real ones have, and it streams a real final
+    answer as the same sequence of events the real API sent (the number of deltas aside)."""
+    from anthropic_replies import message
+    from openai_replies import responses_answer
+    from sse import anthropic_events, responses_events
+
+    loop = cassette("langchain-anthropic", "test_agent_loop.yaml.gz")
+    real = loop[1].json
+    fake = message([{"type": "text", "text": "hi"}])
+    assert set(fake) == set(real) and set(fake["usage"]) == set(real["usage"])
+    assert set(fake["usage"]["cache_creation"]) == set(real["usage"]["cache_creation"])
+    answer = cassette("langchain-openai", "test_agent_loop.yaml.gz")[1].json
+    made = responses_answer([])
+    assert set(made) == set(answer) and set(made["usage"]) == set(answer["usage"])
+
+    streams = [(e.body, _final_message(e.body), anthropic_events) for name in (
+        "test_agent_loop_streaming.yaml.gz", "test_thinking.yaml.gz", "test_redacted_thinking.yaml.gz")
+        for e in cassette("langchain-anthropic", name) if e.request.get("stream")]
+    for name, final in (("test_incomplete_response.yaml.gz", "response.incomplete"),
+                        ("test_stream_encrypted_reasoning.yaml.gz", "response.completed")):
+        for e in cassette("langchain-openai", name):
+            if e.request.get("stream"):
+                done = next(d["response"] for d in sse_data(e.body) if d["type"] == final)
+                streams.append((e.body, done, responses_events))
+    for body, done, events in streams:
+        fake_kinds = [kind for kind, _ in events(done)]
+        assert _kinds(fake_kinds) == _kinds(_event_types(body))
+        if "message_start" in fake_kinds:  # the ping comes early, as in real streams
+            assert fake_kinds.index("ping") < fake_kinds.index("content_block_stop")

@@ -1,0 +1,58 @@
+"""The engine-4 recordings of issue 28 (`history_engine4_real_traffic.py`), recorded live into a
+temporary folder and replayed against today's `AgentRun` (their committed histories come
+after the merge): a filtered answer ends the run after one model request, a malformed one
+is retried once, and both replay without nondeterminism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_helpers import patch_ids
+from history_agents import ENGINE4_RECORDINGS, HISTORY_AGENTS
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.worker import Replayer
+
+from towline.runtime.fingerprint import agent_version
+from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.search_attributes import start_attributes
+from towline.testing import execution_histories, towline_worker
+from towline.workflows import AgentRun
+from towline.workflows.versions import ENGINE_4
+
+
+def _model_requests(history: WorkflowHistory) -> int:
+    return sum(1 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+               and e.activity_task_scheduled_event_attributes.activity_type.name
+               == "towline.model_request")
+
+
+async def test_the_engine4_real_traffic_recordings_record_and_replay(
+    client: Client, tmp_path: Path
+) -> None:
+    agents = [a for a in HISTORY_AGENTS if a.name in {r.input.agent for r in ENGINE4_RECORDINGS}]
+    outcomes: dict[str, str] = {}
+    async with towline_worker(client, agents) as (tc, queue):
+        for rec in ENGINE4_RECORDINGS:
+            agent = next(a for a in agents if a.name == rec.input.agent)
+            handle = await tc.start_workflow(  # as `start_run` starts it (the recording says so)
+                "AgentRun", rec.input.model_dump(mode="json"), id=f"{rec.workflow_id}-{tmp_path.name}",
+                task_queue=queue, memo=rec.memo,
+                search_attributes=start_attributes(agent.name, agent_version(agent)))
+            try:
+                await handle.result()
+                outcomes[rec.workflow_id] = "succeeded"
+            except WorkflowFailureError as e:
+                outcomes[rec.workflow_id] = getattr(e.cause, "type", "") or "failed"
+            [history] = await execution_histories(tc, handle.id)
+            (tmp_path / f"{rec.workflow_id}.json").write_text(history.to_json())
+    assert outcomes == {"history-engine4-filtered": "ContentFiltered",
+                        "history-engine4-malformed": "succeeded"}
+
+    replayer = Replayer(workflows=[AgentRun], plugins=[TowlinePlugin(agents=agents)])
+    for rec in ENGINE4_RECORDINGS:
+        history = WorkflowHistory.from_json(rec.workflow_id,
+                                            (tmp_path / f"{rec.workflow_id}.json").read_text())
+        await replayer.replay_workflow(history)  # raises on nondeterminism
+        assert ENGINE_4 in patch_ids(history.events)  # recorded by engine 4
+        expected = 1 if rec.workflow_id.endswith("filtered") else 2
+        assert _model_requests(history) == expected, rec.workflow_id
