@@ -94,9 +94,9 @@ FINISH_REASONS: dict[str, FinishReason | None] = {
 """Every `FinishReason` of google-genai, normalised (None: `stop`, or `tool_calls` when the
 answer has calls). Filters and policies (Vertex AI's Model Armor included) are
 `content_filter`, which ends the run with `ContentFiltered`; an answer Gemini itself calls
-malformed or unexpected is `error`, which the model is told about and asked again. A reason
-this table does not know yet is read by the answer's content (and kept in
-`provider_details`)."""
+malformed or unexpected is `error`, which the model is told about and asked again (with the
+`finishMessage`, which google-genai keeps for Vertex AI only). A reason this table does not
+know yet is read by the answer's content (and kept in `provider_details`)."""
 
 BLOCKED_PROMPT: FinishReason = "content_filter"
 """A prompt Gemini blocked (`promptFeedback.blockReason`, no candidate), whatever its

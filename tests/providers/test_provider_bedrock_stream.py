@@ -53,8 +53,9 @@ async def test_a_streamed_bedrock_tool_loop_thinks_live_survives_a_cut_and_sends
 ) -> None:
     server, rules = bedrock
     first, second = thinking_loop(rules)
-    # step 1's first stream breaks after message_start, the block start and 3 thinking pieces
-    server.script(cut(first, 5), first, second)
+    # step 1's first stream breaks after message_start, the block start, the ping and 3
+    # thinking pieces
+    server.script(cut(first, 6), first, second)
     agent = Agent(name="claude-bedrock-stream", model=f"bedrock:{BEDROCK_MODEL}", tools=[add],
                   model_retry_policy=QUICK, settings=ModelSettings(thinking="minimal", stream=True))
     async with towline_worker(client, [agent]) as (tc, queue):
