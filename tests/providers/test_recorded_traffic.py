@@ -12,6 +12,7 @@ accept every request the real APIs accepted, and towline's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -348,7 +349,7 @@ def test_the_fakes_answer_in_the_shape_real_answers_have() -> None:
     answer as the same sequence of events the real API sent (the number of deltas aside)."""
     from anthropic_replies import message
     from openai_replies import responses_answer
-    from sse import anthropic_events, responses_events
+    from sse import Event, anthropic_events, responses_events
 
     loop = cassette("langchain-anthropic", "test_agent_loop.yaml.gz")
     real = loop[1].json
@@ -359,7 +360,8 @@ def test_the_fakes_answer_in_the_shape_real_answers_have() -> None:
     made = responses_answer([])
     assert set(made) == set(answer) and set(made["usage"]) == set(answer["usage"])
 
-    streams = [(e.body, _final_message(e.body), anthropic_events) for name in (
+    streams: list[tuple[bytes, dict[str, Any], Callable[[dict[str, Any]], list[Event]]]] = [
+        (e.body, _final_message(e.body), anthropic_events) for name in (
         "test_agent_loop_streaming.yaml.gz", "test_thinking.yaml.gz", "test_redacted_thinking.yaml.gz")
         for e in cassette("langchain-anthropic", name) if e.request.get("stream")]
     for name, final in (("test_incomplete_response.yaml.gz", "response.incomplete"),
@@ -369,7 +371,7 @@ def test_the_fakes_answer_in_the_shape_real_answers_have() -> None:
                 done = next(d["response"] for d in sse_data(e.body) if d["type"] == final)
                 streams.append((e.body, done, responses_events))
     for body, done, events in streams:
-        fake_kinds = [kind for kind, _ in events(done)]
+        fake_kinds = [str(kind) for kind, _ in events(done)]
         assert _kinds(fake_kinds) == _kinds(_event_types(body))
         if "message_start" in fake_kinds:  # the ping comes early, as in real streams
             assert fake_kinds.index("ping") < fake_kinds.index("content_block_stop")
