@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cli_helpers import patch_ids
 from history_agents import ENGINE4_RECORDINGS, HISTORY_AGENTS
+from history_engine4_real_traffic import ENGINE4_REAL_TRAFFIC_RUNS
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -29,10 +30,13 @@ def _model_requests(history: WorkflowHistory) -> int:
 async def test_the_engine4_real_traffic_recordings_record_and_replay(
     client: Client, tmp_path: Path
 ) -> None:
-    agents = [a for a in HISTORY_AGENTS if a.name in {r.input.agent for r in ENGINE4_RECORDINGS}]
+    ours = {workflow_id for workflow_id, _, _ in ENGINE4_REAL_TRAFFIC_RUNS}
+    recordings = [r for r in ENGINE4_RECORDINGS if r.workflow_id in ours]
+    assert {r.workflow_id for r in recordings} == ours  # registered in history_agents
+    agents = [a for a in HISTORY_AGENTS if a.name in {r.input.agent for r in recordings}]
     outcomes: dict[str, str] = {}
     async with towline_worker(client, agents) as (tc, queue):
-        for rec in ENGINE4_RECORDINGS:
+        for rec in recordings:
             agent = next(a for a in agents if a.name == rec.input.agent)
             handle = await tc.start_workflow(  # as `start_run` starts it (the recording says so)
                 "AgentRun", rec.input.model_dump(mode="json"), id=f"{rec.workflow_id}-{tmp_path.name}",
@@ -49,7 +53,7 @@ async def test_the_engine4_real_traffic_recordings_record_and_replay(
                         "history-engine4-malformed": "succeeded"}
 
     replayer = Replayer(workflows=[AgentRun], plugins=[TowlinePlugin(agents=agents)])
-    for rec in ENGINE4_RECORDINGS:
+    for rec in recordings:
         history = WorkflowHistory.from_json(rec.workflow_id,
                                             (tmp_path / f"{rec.workflow_id}.json").read_text())
         await replayer.replay_workflow(history)  # raises on nondeterminism
