@@ -20,7 +20,7 @@ from towline import Agent, Limits, ModelResponse, Tool, ToolCallPart, tool
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunInput
-from towline.runtime.ledger import counters_from_history
+from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.storage.payload_store import PayloadStore
 from towline.testing import run_to_end, towline_worker
 
@@ -66,7 +66,9 @@ async def test_a_300_step_run_stays_flat(client: Client, tmp_path: Path) -> None
         size = sum(e.ByteSize() for e in events)
         assert size < 10 * 1024 * 1024
         counters = counters_from_history(events)
-        per_step.append(size / (counters[-1].run_step - counters[0].run_step))
+        memo = events[0].workflow_execution_started_event_attributes.memo.fields
+        begun = decode_counters(memo[MEMO_KEY]).run_step if MEMO_KEY in memo else 0
+        per_step.append(size / (counters[-1].run_step - begun))  # the steps this execution made
         model_inputs = [e.activity_task_scheduled_event_attributes.input.payloads[0] for e in events
                         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
                         and e.activity_task_scheduled_event_attributes.activity_type.name
