@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from towline.client import run_error, start_run
 from towline.results import RunResult
-from towline.runtime.ledger import counters_from_history
+from towline.runtime.ledger import decoded_counters_from_history
 
 __all__ = ["Runs", "collect", "rpc"]
 
@@ -129,7 +129,9 @@ async def collect(runs: Runs, out: Path, store: Outage | None,
         history = await rpc(handle.fetch_history)
         claims = references(history.events)
         record = RunRecord(workflow_id, agent, plan, status,
-                           snapshots=counters_from_history(history.events), stored=len(claims),
+                           snapshots=await decoded_counters_from_history(
+                               history.events, runs.client.data_converter),
+                           stored=len(claims),
                            task_failures=sum(e.event_type == TASK_FAILED for e in history.events))
         if store is not None:
             lost += [f"{workflow_id}: {wrong}" for wrong in check_references(claims, store.payloads)]

@@ -104,11 +104,12 @@ async def show_command(args: Any) -> int:
     if details.messages is None:  # no worker answered, or the run ended without a result
         details.messages, note = await recorded_conversation(chain, client.data_converter)
         details.notes += [note] if note else []
-    # the confirmed counters: the latest the history records (a header, a status change's
-    # memo, the result), never a live query's, which may run ahead of what is confirmed
-    confirmed = await confirmed_in(client, chain[-1].events) if chain else None
-    if confirmed is not None:
-        details.counters = confirmed
+    # a live run's confirmed counters: the latest the history records (a header, a status
+    # change's memo), never a live query's, which may run ahead of what is confirmed; a
+    # closed run's are its result's or failure's (read above, from the store if need be)
+    if details.execution_status == "RUNNING" and chain:
+        confirmed = await confirmed_in(client, chain[-1].events)
+        details.counters = confirmed or details.counters
     if args.json:
         print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
     else:

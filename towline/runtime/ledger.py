@@ -17,14 +17,14 @@ of data plus the payload's `encoding` and `messageType`, which the UI and `decod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from google.protobuf import json_format
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.converter import JSONProtoPayloadConverter
+from temporalio.converter import DataConverter, JSONProtoPayloadConverter
 
 from towline.proto.towline.v1.ledger_pb2 import RunCounters
 from towline.results import Counters
@@ -36,6 +36,7 @@ __all__ = [
     "from_proto",
     "decode_counters",
     "counters_from_history",
+    "decoded_counters_from_history",
     "final_counters",
     "latest_counters",
     "HEADER_KEY",
@@ -84,6 +85,11 @@ def decode_counters(payload: Payload) -> Counters:
     return from_proto(value)
 
 
+Record = tuple[Payload, tuple[str, ...]]
+"""Where a history holds counters: a payload, and the path to them inside it (empty: the
+payload is a `RunCounters` record; else a JSON document with the counters at that path)."""
+
+
 def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
     """The confirmed counters a workflow history records, in order, read as written.
 
@@ -92,39 +98,59 @@ def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
     then the final counters its close event holds (the result's, a failure's partial run's, a
     continue-as-new input's). Older histories: every `towline.counters` memo snapshot (the
     start request's and each upsert). Pass every execution's events, in order, for a run that
-    continued as new; decode an encrypted history first (`towline.encryption.codec.decode_history`).
-    A payload that cannot be read (a stored reference, say) is left out.
+    continued as new; decode an encrypted history first (`towline.encryption.codec.decode_history`),
+    or read one whose payloads are encrypted or stored with `decoded_counters_from_history`.
+    A final record that cannot be read as plain JSON (a stored reference, say) is left out.
     """
+    found: list[Counters] = []
+    for payload, path in _records(events):
+        counters = decode_counters(payload) if not path else _plain_final(payload, path)
+        if counters is not None:
+            found.append(counters)
+    return found
+
+
+async def decoded_counters_from_history(events: Iterable[HistoryEvent],
+                                        converter: DataConverter) -> list[Counters]:
+    """`counters_from_history`, each record decoded by `converter` (its codec, and its
+    external storage: a result too large for the history is read from the payload store)."""
+    found: list[Counters] = []
+    for payload, path in _records(events):
+        if not path:
+            [record] = await converter.decode([payload], [RunCounters])
+            found.append(from_proto(record))
+            continue
+        [value] = await converter.decode([payload], [dict[str, Any]])
+        counters = _at(value, path)
+        if counters is not None:
+            found.append(counters)
+    return found
+
+
+def _records(events: Iterable[HistoryEvent]) -> Iterator[Record]:
+    """The ledger's records in `events`, in order (headers and finals, or memo snapshots)."""
     # imported here: `towline.workflows` (its package) imports this module as it loads
     from towline.workflows.versions import history_engine
 
     events = list(events)
-    if history_engine(events) >= HEADER_ENGINE:
-        return _from_headers(events)
-    found: list[Counters] = []
+    headers = history_engine(events) >= HEADER_ENGINE
     for event in events:
-        fields = None
-        if event.HasField("workflow_properties_modified_event_attributes"):
-            fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
-        elif event.HasField("workflow_execution_started_event_attributes"):
-            fields = event.workflow_execution_started_event_attributes.memo.fields
-        if fields is not None and MEMO_KEY in fields:
-            found.append(decode_counters(fields[MEMO_KEY]))
-    return found
-
-
-def _from_headers(events: list[HistoryEvent]) -> list[Counters]:
-    found: list[Counters] = []
-    for event in events:
-        if event.HasField("activity_task_scheduled_event_attributes"):
+        if headers and event.HasField("activity_task_scheduled_event_attributes"):
             fields = event.activity_task_scheduled_event_attributes.header.fields
             if HEADER_KEY in fields:
-                found.append(decode_counters(fields[HEADER_KEY]))
-            continue
-        final = final_counters(event)
-        if final is not None:
-            found.append(final)
-    return found
+                yield fields[HEADER_KEY], ()
+        elif headers:
+            final = _final_record(event)
+            if final is not None:
+                yield final
+        elif event.HasField("workflow_properties_modified_event_attributes"):
+            fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+            if MEMO_KEY in fields:
+                yield fields[MEMO_KEY], ()
+        elif event.HasField("workflow_execution_started_event_attributes"):
+            fields = event.workflow_execution_started_event_attributes.memo.fields
+            if MEMO_KEY in fields:
+                yield fields[MEMO_KEY], ()
 
 
 def latest_counters(events: Iterable[HistoryEvent]) -> Counters | None:
@@ -164,25 +190,41 @@ def final_counters(event: HistoryEvent) -> Counters | None:
     """The final counters a close event holds: the result's (`RunResult.counters`), the failed
     run's partial (`partial.counters`), or the continue-as-new input's (`resume.counters`); None
     for any other event, or where the payload cannot be read as plain JSON."""
-    payload: Payload | None = None
-    path: tuple[str, ...] = ("counters",)
+    final = _final_record(event)
+    return _plain_final(*final) if final is not None else None
+
+
+def _final_record(event: HistoryEvent) -> Record | None:
+    """Where a close event holds the run's final counters."""
     if event.HasField("workflow_execution_completed_event_attributes"):
         payloads = event.workflow_execution_completed_event_attributes.result.payloads
-        payload = payloads[0] if payloads else None
-    elif event.HasField("workflow_execution_failed_event_attributes"):
+        return (payloads[0], ("counters",)) if payloads else None
+    if event.HasField("workflow_execution_failed_event_attributes"):
         info = event.workflow_execution_failed_event_attributes.failure.application_failure_info
-        payload = info.details.payloads[0] if info.details.payloads else None
-    elif event.HasField("workflow_execution_continued_as_new_event_attributes"):
+        details = info.details.payloads
+        return (details[0], ("counters",)) if details else None
+    if event.HasField("workflow_execution_continued_as_new_event_attributes"):
         payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
-        payload, path = (payloads[0] if payloads else None), ("resume", "counters")
-    if payload is None or payload.metadata.get("encoding") != b"json/plain":
+        return (payloads[0], ("resume", "counters")) if payloads else None
+    return None
+
+
+def _plain_final(payload: Payload, path: tuple[str, ...]) -> Counters | None:
+    if payload.metadata.get("encoding") != b"json/plain":
         return None
     try:
-        value: Any = json.loads(payload.data)
+        return _at(json.loads(payload.data), path)
+    except ValueError:
+        return None
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Counters | None:
+    """The counters at `path` in a decoded JSON document, if they are there and valid."""
+    try:
         for key in path:
             value = value[key]
         return Counters.model_validate(value)
-    except (ValueError, KeyError, TypeError, ValidationError):
+    except (KeyError, TypeError, IndexError, ValidationError):
         return None
 
 
