@@ -22,7 +22,7 @@ from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
     "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY",
-    "MODEL_ACTIVITY", "SEARCH_ATTRIBUTES_ACTIVITY",
+    "MODEL_ACTIVITY", "SEARCH_ATTRIBUTES_ACTIVITY", "USAGE_OUT_OF_RANGE", "TOO_LARGE",
 ]
 
 MODEL_ACTIVITY = "towline.model_request"
@@ -126,6 +126,12 @@ class ToolActivityInput(BaseModel):
             tool_call_id=self.tool_call_id, retry=self.retry,
             idempotency_key=f"{run_id}/{self.run_step}/{self.tool_call_id}", state=self.state,
         )
+
+
+USAGE_OUT_OF_RANGE = "UsageOutOfRange"
+"""Error type of a model or tool activity whose reported usage the ledger could not record."""
+TOO_LARGE = "PayloadTooLarge"
+"""Error type of a tool activity whose `ToolResult.state` is too large for a payload."""
 
 
 class ToolActivityResult(BaseModel):

@@ -14,7 +14,6 @@ request can name it by key).
 from __future__ import annotations
 
 import contextlib
-import math
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -23,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart, Usage
+from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
 from towline.runtime.payloads import payload_limit, payload_size
 from towline.runtime.request_chain import (
@@ -39,6 +38,7 @@ from .heartbeat import with_heartbeats
 from .io import MODEL_ACTIVITY, ModelActivityInput
 from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
+from .reports import check_usage
 from .request_cache import RequestCache
 from .streaming import TextStream
 from .telemetry import note_request_messages
@@ -102,7 +102,7 @@ class ModelActivities:
                 raise
             raise mapped from None  # the cause may name an endpoint: it stays out of history
         response = with_ids(_priced(model, response))
-        _check_usage(response.usage)
+        check_usage(response.usage)
         _check_size(response)
         if key is not None:
             self.requests.produced(key, messages, response, run)
@@ -136,26 +136,6 @@ class ModelActivities:
         self._cache.move_to_end(ref)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
-
-
-USAGE_MAX = 2**53 - 1
-"""The largest token count one response may report (exact as a JSON number everywhere,
-the UI's JavaScript included; far past any model's window, so larger is a broken model)."""
-
-
-def _check_usage(usage: Usage) -> None:
-    """Refuse a response whose usage the ledger could not record: final, naming the field,
-    so the run fails `ModelRequestFailed` with its partial run (no retry can fix it)."""
-    for name in ("requests", "input_tokens", "output_tokens", "cache_read_tokens",
-                 "cache_write_tokens", "reasoning_tokens", "unpriced_requests"):
-        value = getattr(usage, name)
-        if value > USAGE_MAX:
-            raise ApplicationError(f"the model reported usage.{name} = {value}, over the "
-                                   f"{USAGE_MAX} one response may report", type="UsageOutOfRange",
-                                   non_retryable=True)
-    if not math.isfinite(usage.cost) or usage.cost > USAGE_MAX / 1_000_000:
-        raise ApplicationError(f"the model reported usage.cost = {usage.cost}, not a cost one "
-                               f"response may report", type="UsageOutOfRange", non_retryable=True)
 
 
 def _priced(model: Model, response: ModelResponse) -> ModelResponse:

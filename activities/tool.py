@@ -10,7 +10,9 @@ entered, is reported non-retryably as an uncertain effect (status `unknown`).
 From engine 3 a tool may go without the entry record (`entry_mark=False`); then a
 retry after a lost attempt cannot know whether the tool ran, and refuses
 (only a first attempt runs). Every attempt heartbeats while it runs, so a lost worker is noticed within the
-tool's heartbeat timeout.
+tool's heartbeat timeout. A `SystemExit`, `KeyboardInterrupt` or other `BaseException` the
+tool raises (not a cancellation of the activity) is contained (`towline.runtime.escapes`): it
+fails the call (`failed` for an idempotent tool, `unknown` for another), never the worker.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
-from towline.runtime.payloads import payload_limit, payload_size
+from towline.runtime.escapes import UserCodeExit, contain
 from towline.tools import Tool, ToolResult, tool_content
 
 from .guard import require_agent_run
@@ -39,6 +41,7 @@ from .heartbeat import (
     with_heartbeats,
 )
 from .io import ToolActivityInput, ToolActivityResult
+from .reports import check_usage, fit, not_json
 
 __all__ = ["make_tool_activity", "run_tool_function"]
 
@@ -66,13 +69,20 @@ async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
     kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
     args: list[Any] = [inp.context(tool.name, activity.info().workflow_id or "")] \
         if tool.takes_ctx else []
-    if inspect.iscoroutinefunction(tool.function):
-        result = await tool.function(*args, **kwargs)
-    else:  # a sync tool must not block the worker's event loop
-        call = functools.partial(contextvars.copy_context().run, tool.function, *args, **kwargs)
-        result = await asyncio.get_running_loop().run_in_executor(_tool_threads(), call)
-    if inspect.isawaitable(result):
-        result = await result
+    try:
+        if inspect.iscoroutinefunction(tool.function):
+            result = await tool.function(*args, **kwargs)
+        else:  # a sync tool must not block the worker's event loop
+            call = functools.partial(contextvars.copy_context().run, tool.function, *args, **kwargs)
+            result = await asyncio.get_running_loop().run_in_executor(_tool_threads(), call)
+        if inspect.isawaitable(result):
+            result = await result
+    except BaseException as e:
+        # In this task's own frame: a SystemExit or KeyboardInterrupt leaving it would end
+        # the worker's event loop (asyncio re-raises them out of the task).
+        if (contained := contain(e)) is not None:
+            raise contained from e
+        raise
     return result
 
 
@@ -107,32 +117,37 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
             return ToolActivityResult(status="retry", content=e.message)
         except ToolError as e:
             if e.usage is not None:
+                check_usage(e.usage, f"tool {tool.name!r}")
                 return ToolActivityResult(status="failed", content=e.message, usage=e.usage)
             return ToolActivityResult(status="failed", content=e.message)
+        except UserCodeExit as e:  # SystemExit & co.: retrying would raise it again
+            if tool.idempotent:
+                raise ApplicationError(f"{e.kind}: {e}", type=e.kind, non_retryable=True) from e
+            raise ApplicationError(f"{e.kind}: {e}", type=UNCERTAIN, non_retryable=True) from e
         except Exception as e:
             if tool.idempotent:
                 raise  # Temporal retries it, per the tool's retry policy
             raise ApplicationError(f"{type(e).__name__}: {e}", type=UNCERTAIN,
                                    non_retryable=True) from e
         if isinstance(result, ToolResult):
-            return _fit(ToolActivityResult(
-                status="succeeded", content=tool_content(result.content), usage=result.usage,
+            check_usage(result.usage, f"tool {tool.name!r}")
+            return fit(ToolActivityResult(
+                status="succeeded", content=_carried(tool, result.content), usage=result.usage,
                 state=result.state,
-            ))
-        return _fit(ToolActivityResult(status="succeeded", content=tool_content(result)))
+            ), tool.name)
+        return fit(ToolActivityResult(status="succeeded", content=_carried(tool, result)),
+                   tool.name)
 
     run_tool.__name__ = f"tool_{tool.name}"
     return activity.defn(name=tool.activity_name)(run_tool)
 
 
-def _fit(result: ToolActivityResult) -> ToolActivityResult:
-    """Replace content too large for one payload (the tool did run: report, don't fail).
-
-    With a payload store the limit is the store's: a large result is stored, not omitted.
-    """
-    size = payload_size(activity.payload_converter(), result)
-    limit = payload_limit(activity.info().task_queue)
-    if size <= limit:
-        return result
-    note = f"[tool result of {size} bytes exceeds the {limit}-byte payload limit; omitted]"
-    return result.model_copy(update={"content": note})
+def _carried(tool: Tool, value: Any) -> Any:
+    """The return record's content for what the tool returned; a note saying what it was
+    when JSON cannot carry it (the tool did run: reported, not failed, and never silently
+    changed, as a NaN turned into null would be)."""
+    content = tool_content(value)
+    why = not_json(content)
+    if why is None:
+        return content
+    return f"[tool {tool.name!r} returned a value JSON cannot carry ({why}); omitted]"

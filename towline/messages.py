@@ -121,8 +121,8 @@ class Usage(_Compact):
     """Input tokens written to the provider's prompt cache (part of `input_tokens`)."""
     reasoning_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     """Tokens the model spent thinking (part of `output_tokens`, priced as output)."""
-    cost: float = Field(default=0.0, ge=0, exclude_if=lambda v: v == 0)
-    """US dollars spent on the requests whose price is known."""
+    cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, exclude_if=lambda v: v == 0)
+    """US dollars spent on the requests whose price is known (finite: JSON has no infinity)."""
     unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     """Requests whose price is not known (their cost is not in `cost`)."""
 

@@ -33,6 +33,7 @@ from towline.messages import (
     Usage,
     UserPart,
 )
+from towline.runtime.escapes import contain
 from towline.runtime.model_types import (
     RETRYABLE_STATUSES,
     Model,
@@ -189,14 +190,12 @@ class FunctionModel:
         return f"function:{self.fn.__module__}.{self.fn.__qualname__}"
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
-        produced: Any = self.fn(messages, info)
-        result: ModelResponse | str
-        if inspect.isasyncgen(produced) or inspect.isgenerator(produced):
-            result = await _gathered(produced)
-        elif inspect.isawaitable(produced):
-            result = await produced
-        else:
-            result = produced
+        try:
+            result = await self._produce(messages, info)
+        except BaseException as e:  # `fn` is user code: its SystemExit must not end the worker
+            if (contained := contain(e)) is not None:
+                raise contained from e
+            raise
         if isinstance(result, str):
             return ModelResponse(
                 parts=[TextPart(content=result)], usage=self.usage,
@@ -207,6 +206,14 @@ class FunctionModel:
         if result.model_name is None:
             result = result.model_copy(update={"model_name": self.name})
         return result
+
+    async def _produce(self, messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+        produced: Any = self.fn(messages, info)
+        if inspect.isasyncgen(produced) or inspect.isgenerator(produced):
+            return await _gathered(produced)
+        if inspect.isawaitable(produced):
+            return await produced
+        return produced
 
 
 async def _gathered(pieces: Any) -> ModelResponse:

@@ -57,6 +57,7 @@ from typing import Any
 from temporalio import workflow
 
 from towline.errors import NondeterministicHook, runtime_failure
+from towline.runtime.escapes import contain
 from towline.runtime.heap import paused_gc
 
 from .watchlist import (
@@ -150,13 +151,15 @@ class Guard:
     first refused call, kept even if the user code caught the exception.
     """
 
-    __slots__ = ("_profile", "capability", "hook", "violation", "where")
+    __slots__ = ("_profile", "capability", "closing", "hook", "violation", "where")
 
     def __init__(self, where: str, capability: str = "", hook: str = "") -> None:
         self.where = where
         self.capability = capability or where.rpartition(".")[0] or where
         self.hook = hook or where.rpartition(".")[2]
         self.violation: NondeterministicHook | None = None
+        self.closing = False
+        """The watched coroutine is being closed (a `GeneratorExit` is the runtime's)."""
         self._profile = _profiler(self)
 
     def _judge(self, hit: Hit, caller: FrameType | None) -> None:
@@ -228,9 +231,15 @@ class Guard:
                         loop.create_task = spawn  # pyright: ignore[reportAttributeAccessIssue]
 
     def check(self, error: BaseException | None = None) -> None:
-        """Raise the refused call, if there was one (over whatever the user code raised)."""
+        """Raise the refused call, if there was one (over whatever the user code raised).
+
+        Then, for `error`, a `BaseException` user code raised (`SystemExit`, ...): raise it
+        contained (`towline.runtime.escapes`), so it fails the run, not the worker.
+        """
         if self.violation is not None:
             raise self.violation from error
+        if error is not None and (contained := contain(error, closing=self.closing)) is not None:
+            raise contained from error
 
 
 _UNSET = object()
@@ -284,6 +293,7 @@ class _Stepped:
             try:
                 value, error = (yield yielded), None
             except GeneratorExit:
+                guard.closing = True
                 coro.close()
                 raise
             except BaseException as e:  # noqa: BLE001 - thrown in (a cancellation): passed on

@@ -51,6 +51,7 @@ from towline.messages import (
     Usage,
 )
 from towline.options import ModelSettings
+from towline.runtime.escapes import raised_name
 from towline.runtime.fingerprint import describe_capability
 from towline.runtime.registry import worker_agents
 from towline.telemetry import tracing as telemetry
@@ -87,14 +88,15 @@ def hook_failure(error: Exception, where: str) -> RunFailure:
     the wrapped model call, a cancellation) passes through unchanged. `ContentBlocked`
     is the one deliberate way for hook code to end a run; it is told where it came
     from. Anything else, a `RunFailure` subclass included, is a `CapabilityViolation`
-    naming the capability and the hook.
+    naming the capability and the hook (and what it raised: `SystemExit`, say, which the
+    guard contained, `towline.runtime.escapes`).
     """
     if is_runtime_failure(error):
         return error
     if isinstance(error, ContentBlocked):
         return runtime_failure(ContentBlocked(f"{where}: {error.message}"))
     text = error.message if isinstance(error, RunFailure) else str(error)
-    return CapabilityViolation(f"{where} raised {type(error).__name__}: {text}")
+    return CapabilityViolation(f"{where} raised {raised_name(error)}: {text}")
 
 
 async def call_hook(cap: CapabilityLike, where: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -355,7 +357,7 @@ def apply_reducers(
                 if is_runtime_failure(e):
                     raise
                 raise CapabilityViolation(
-                    f"the reducer of state key {key!r} raised {type(e).__name__}: {e}"
+                    f"the reducer of state key {key!r} raised {raised_name(e)}: {e}"
                 ) from e
             check_jsonable(out[key], f"the reducer of state key {key!r} returned")
         else:

@@ -16,13 +16,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from towline.activities.io import ENTERED_KEY, ToolActivityResult
-from towline.errors import ModelRetry, ToolError, is_runtime_failure
+from towline.activities.io import ENTERED_KEY, TOO_LARGE, USAGE_OUT_OF_RANGE, ToolActivityResult
+from towline.errors import (
+    ModelRetry,
+    PayloadTooLarge,
+    RunFailure,
+    ToolError,
+    UsageLimitExceeded,
+    is_runtime_failure,
+)
 from towline.fleet.routing import current_dispatch
 from towline.messages import ToolCallPart, ToolReturnStatus, Usage
+from towline.runtime.escapes import raised_name
 from towline.telemetry import tracing as telemetry
 from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
@@ -48,6 +56,9 @@ class Admitted:
     """The `ToolResult.state` update the tool returned, if any."""
     cancelled: bool = False
     """The activity was cancelled (the run was cancelled while it ran)."""
+    failure: RunFailure | None = None
+    """What the call's report fails the run with (a state update too large, a usage the
+    ledger cannot record: the tool ran, but what it reported cannot be kept)."""
 
 
 def _short(args: Mapping[str, Any], limit: int = 60) -> str:
@@ -78,6 +89,9 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
         if isinstance(cause, CancelledError):
             c.cancelled = True
             return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
+        if isinstance(cause, ApplicationError) and cause.type in REPORT_FAILURES and at_least(4):
+            c.failure = REPORT_FAILURES[cause.type](f"call {call.tool_call_id}: {cause.message}")
+            return "unknown" if not tool.idempotent else "failed", cause.message, Usage()
         if tool.idempotent or not_started(cause):  # retried, or certainly without effect
             return "failed", f"failed after retries: {cause}", Usage()
         if marked and _never_entered(cause) and since(TOOL_ENTRY):
@@ -86,6 +100,12 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
         return "unknown", f"{type(cause).__name__}: {cause}", Usage()
     c.state = res.state
     return res.status, res.content, res.usage
+
+
+REPORT_FAILURES: dict[str | None, type[RunFailure]] = {
+    TOO_LARGE: PayloadTooLarge, USAGE_OUT_OF_RANGE: UsageLimitExceeded,
+}
+"""The run failure of a tool activity that ran but reported what cannot be kept (engine 4)."""
 
 
 def _never_entered(cause: BaseException) -> bool:
@@ -113,7 +133,7 @@ async def _run_in_workflow(c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
     except Exception as e:  # like an activity that raised: the effect is uncertain
         if is_runtime_failure(e):
             raise  # e.g. the tool did something that would not replay: the run fails
-        detail = f"{type(e).__name__}: {e}"
+        detail = f"{raised_name(e)}: {e}"
         if c.tool.idempotent:
             return "failed", f"failed: {detail}", Usage()
         return "unknown", detail, Usage()

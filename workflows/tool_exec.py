@@ -35,6 +35,7 @@ from towline.errors import (
 )
 from towline.events import tool_end_fields
 from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
+from towline.runtime.escapes import UserCodeExit, raised_name
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolContext, ToolDefinition
 
@@ -208,7 +209,9 @@ async def _before_hooks(
             if is_runtime_failure(e):
                 raise  # e.g. the run was cancelled while the hook waited for an approval
             text = e.message if isinstance(e, RunFailure) else str(e)
-            batch.record(i, "not_executed", f"{where} raised {type(e).__name__}: {text}")
+            batch.record(i, "not_executed", f"{where} raised {raised_name(e)}: {text}")
+            if isinstance(e, UserCodeExit):  # SystemExit & co. are no answer for the model
+                batch.fail(hook_failure(e, where))
             return None
         if not isinstance(result, ToolCallPart):
             batch.record(i, "not_executed", f"{where} returned {type(result).__name__}, not a ToolCall")
@@ -240,7 +243,9 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
         batch.usage[c.index] = usage
         if status == "succeeded" and c.state:
             _apply_state(run, batch, c)
-        if status == "unknown":
+        if c.failure is not None:
+            batch.fail(c.failure)
+        elif status == "unknown":
             batch.fail(UncertainToolEffect(
                 f"tool {c.tool.name!r} (call {c.call.tool_call_id}) may have taken effect: {content}"
             ))

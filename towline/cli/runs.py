@@ -55,7 +55,7 @@ def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
                "LAST FAILURE")
     lines = table(headers, [
         (s.row.workflow_id, s.row.agent or "-", s.row.agent_version or "-", s.row.status,
-         str(s.failure.attempt),
+         str(s.failure.attempt or "-"),
          duration(now - s.failure.since) if s.failure.since else "-",
          short(f"{s.failure.cause}: {s.failure.message}", 70))
         for s in stuck
@@ -63,7 +63,7 @@ def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
     lines.append("")
     lines.append("A workflow task that keeps failing is a bug in workflow code (a hook that blocks "
                  "or does I/O, a deploy that changed what old runs replay); fix and redeploy the "
-                 "worker and the run goes on, or end it: "
+                 "worker and the run goes on (a run that waits on nothing, once reset), or end it: "
                  "temporal workflow terminate --workflow-id ID --reason ...")
     return lines
 

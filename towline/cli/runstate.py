@@ -38,6 +38,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import CliError, one_line
+from towline.cli.stalled import NOTHING_PENDING, waits_on_nothing
 from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
@@ -139,7 +140,7 @@ class TaskFailure:
     """A workflow task that keeps failing: the run cannot make progress (it is stuck)."""
 
     attempt: int
-    """The attempt the pending workflow task is at (> 1)."""
+    """The attempt the pending workflow task is at (> 1); 0: no task is pending."""
     since: datetime | None
     """When the first failing attempt was scheduled."""
     message: str
@@ -174,10 +175,13 @@ async def _last_task_failure(client: Client, workflow_id: str, run_id: str | Non
 
 
 async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> TaskFailure | None:
-    """The failing workflow task of a live run, or None if its task is not failing."""
+    """Why a live run is stuck: its failing workflow task, or (attempt 0) that it waits on nothing."""
     pending = desc.raw_description.pending_workflow_task
-    if desc.status != WorkflowExecutionStatus.RUNNING or pending.attempt <= 1:
+    if desc.status != WorkflowExecutionStatus.RUNNING:
         return None
+    if pending.attempt <= 1:
+        idle = await waits_on_nothing(client, desc, attributes(desc.typed_search_attributes).get("TowlineStatus"))
+        return None if idle is None else TaskFailure(0, idle[0], idle[1], NOTHING_PENDING)
     message, cause = await _last_task_failure(client, desc.id, desc.run_id)
     since = pending.original_scheduled_time.ToDatetime(UTC) if pending.HasField(
         "original_scheduled_time") else None

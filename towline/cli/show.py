@@ -66,9 +66,13 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
     if d.stuck is not None:
         s = d.stuck
         since = f", failing for {duration(now - s.since)}" if s.since else ""
-        out.append(f"Stuck     workflow task attempt {s.attempt}{since}: {s.cause}: {s.message}")
-        out.append("          (workflow code fails on every attempt: fix and redeploy the worker, "
-                   "or terminate the run with Temporal's CLI)")
+        if s.attempt == 0:
+            out.append(f"Stuck     {s.cause}: {s.message}")
+        else:
+            out.append(f"Stuck     workflow task attempt {s.attempt}{since}: {s.cause}: "
+                       f"{s.message}")
+            out.append("          (workflow code fails on every attempt: fix and redeploy the "
+                       "worker, or terminate the run with Temporal's CLI)")
     if d.counters is not None:
         out.extend(counters_lines(d.counters, d.usage))
     memo = memo_line(d.memo, d.counters) if d.execution_status == "RUNNING" else None
