@@ -195,7 +195,7 @@ async def test_an_oversized_send_is_refused_and_the_session_goes_on(
         assert first == "done"
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await asyncio.wait_for(
-                handle.execute_update("send", {"content": "z" * (1900 * 1024)}), TIMEOUT)
+                handle.execute_update("send", {"content": "z" * (1950 * 1024)}), TIMEOUT)
         assert "payload limit" in str(refused.value.cause), refused.value.cause
         again = await asyncio.wait_for(handle.execute_update("send", {"content": "more"}),
                                        TIMEOUT)

@@ -28,7 +28,7 @@ from towline.runtime.request_refs import REQUEST_QUERY
 
 from .events import emit
 from .hook_api import HookApi
-from .run import Run
+from .run import Run, oversize, run_payload_limit
 from .run_input import decode_argument
 from .versions import CANCELLED_SESSION, since
 
@@ -47,6 +47,21 @@ class SendInput(BaseModel):
 def _message(value: Any, *, accepted: bool = False) -> SendInput:
     return decode_argument(SendInput, value, "send", '{"content": "And 2 plus 3?"}',
                            accepted=accepted)
+
+
+def _too_large(run: Run | None, message: SendInput) -> str | None:
+    """Why `message` cannot join the conversation: with it, the next model request would be
+    over the payload limit, and the session would fail `PayloadTooLarge` (refused instead)."""
+    size = oversize(message, 0)
+    if size > run_payload_limit():
+        return f"the message is {size} bytes, over the {run_payload_limit()}-byte payload limit"
+    if run is None:
+        return None
+    total = size + oversize(list(run.messages), 0)
+    if total > run_payload_limit():
+        return (f"the message ({size} bytes) would make the conversation {total} bytes, over "
+                f"the {run_payload_limit()}-byte payload limit of a model request")
+    return None
 
 
 class RunHandlers(HookApi):
@@ -108,6 +123,8 @@ class RunHandlers(HookApi):
             raise ValueError("empty message")
         if self._ended:
             raise ValueError("the run has ended; start a new run with its messages as history")
+        if (too_large := _too_large(self._run, _message(message))) is not None:
+            raise ValueError(too_large)
 
     @workflow.signal
     def cancel(self) -> None:

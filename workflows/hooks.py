@@ -269,6 +269,8 @@ class TurnUpdate:
         self.base = dict(state)
         self.schema = schema
         self.values: dict[str, Any] = {}
+        self.writers: dict[str, str] = {}
+        """The hook (`Capability.hook`) that last wrote each key of `values`."""
         self.llm_usage = Usage()
         self.jump: str | None = None
         self._new_id = new_id
@@ -309,6 +311,7 @@ class TurnUpdate:
                 self.jump = value
             elif key in self.schema:
                 self.values[key] = check_jsonable(value, f"{where} wrote {key!r}")
+                self.writers[key] = where
             else:
                 raise CapabilityViolation(f"{where} wrote {key!r}, which no state_schema declares")
 

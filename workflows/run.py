@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 from towline.agent import Agent
-from towline.errors import UsageLimitExceeded, runtime_failure
+from towline.errors import PayloadTooLarge, UsageLimitExceeded, runtime_failure
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
@@ -31,7 +32,7 @@ from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snaps
 from towline.tools import Tool
 
 __all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS", "ATTRIBUTE_SECONDS", "oversize",
-           "run_payload_limit", "start_counters"]
+           "run_payload_limit", "start_counters", "check_state_fits"]
 
 ATTRIBUTE_STEPS = 10
 """Between status changes, the Int search attributes (engine 2) and, engine 4 on, the memo
@@ -67,6 +68,20 @@ def oversize(value: Any, limit: int | None = None) -> int:
     run's), else 0."""
     size = payload_size(workflow.payload_converter(), value)
     return 0 if size <= (run_payload_limit() if limit is None else limit) else size
+
+
+def check_state_fits(state: Mapping[str, Any], writers: Mapping[str, str]) -> None:
+    """Fail the run `PayloadTooLarge` if a written key (`writers`: key -> the hook or tool that
+    wrote it) makes `state` too large for a payload (engine 4): the state goes into every
+    tool's context, the run's result and its failure, so it would fail a workflow task forever."""
+    if not oversize(dict(state)):
+        return
+    sizes = {key: oversize({key: state.get(key)}, 0) for key in writers}
+    key = max(sizes, key=lambda k: sizes[k])
+    raise PayloadTooLarge(
+        f"{writers[key]} wrote state key {key!r} ({sizes[key]} bytes): the run's state is over "
+        f"the {run_payload_limit()}-byte payload limit. Keep large values out of run state (in "
+        "a file or a store, with their reference in state)")
 
 
 @dataclass(frozen=True)
@@ -379,4 +394,6 @@ class Run:
         partial = self.partial()
         while partial.messages and oversize(partial):
             partial = partial.model_copy(update={"messages": partial.messages[len(partial.messages) // 4 + 1:]})
+        if partial.state and oversize(partial):  # the state alone is too large: left out
+            partial = partial.model_copy(update={"state": {}})
         return partial

@@ -24,6 +24,7 @@ from towline.errors import (
     Cancelled,
     CapabilityViolation,
     DuplicateToolCallId,
+    PayloadTooLarge,
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
@@ -34,7 +35,7 @@ from towline.errors import (
     runtime_failure,
 )
 from towline.events import tool_end_fields
-from towline.messages import ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
+from towline.messages import ModelResponse, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.runtime.escapes import UserCodeExit, raised_name
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolContext, ToolDefinition
@@ -48,8 +49,9 @@ from .hooks import (
     where_of,
 )
 from .mcp_tools import tool_activity_input
-from .run import Run, oversize, run_payload_limit
+from .run import Run, check_state_fits, oversize, run_payload_limit
 from .tool_call import Admitted, run_one
+from .versions import at_least
 
 __all__ = ["run_tool_calls"]
 
@@ -85,6 +87,24 @@ class _Batch:
         for i in range(len(self.calls)):
             if i not in self.returns:
                 self.record(i, "not_executed", reason)
+
+
+MAX_CALLS_PER_RESPONSE = 1000
+"""Most tool calls one model response may ask for (engine 4): more fails the run
+`UsageLimitExceeded` as soon as the response arrives, before any hook sees it or any call runs.
+They would run at once, one pending activity each, and Temporal fails every workflow task of a
+run past 2,000 pending activities (and, near 10,000 calls, one task's work passes the deadlock
+detector): a looping or prompt-injected model would leave the run stuck for good."""
+
+
+def refuse_too_many_calls(response: ModelResponse, step: int) -> None:
+    """Fail the run if `response` asks for more than `MAX_CALLS_PER_RESPONSE` tool calls."""
+    count = sum(isinstance(p, ToolCallPart) for p in response.parts)
+    if count > MAX_CALLS_PER_RESPONSE:
+        raise UsageLimitExceeded(
+            f"step {step}'s response asked for {count} tool calls, more than the "
+            f"{MAX_CALLS_PER_RESPONSE} one response may make (Temporal keeps at most 2,000 "
+            "activities pending per workflow): none was executed")
 
 
 async def run_tool_calls(
@@ -291,8 +311,11 @@ def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:
     try:
         for key, value in update.items():
             check_jsonable(value, f"tool {c.tool.name!r} wrote state key {key!r}")
-        run.state = apply_reducers(run.state, update, schema, run.agent.capabilities)
-    except CapabilityViolation as e:  # the call still succeeded: its record stays
+        state = apply_reducers(run.state, update, schema, run.agent.capabilities)
+        if at_least(4):  # too large: not committed (the partial run keeps the state before)
+            check_state_fits(state, dict.fromkeys(update, f"tool {c.tool.name!r}"))
+        run.state = state
+    except (CapabilityViolation, PayloadTooLarge) as e:  # the call succeeded: its record stays
         batch.fail(e)
 
 

@@ -53,8 +53,9 @@ from .hooks import (
 )
 from .model_call import call_model
 from .output import output_instructions
-from .run import Run
-from .versions import FAILURE_ACCOUNTING, since
+from .run import Run, check_state_fits
+from .tool_exec import refuse_too_many_calls
+from .versions import FAILURE_ACCOUNTING, at_least, since
 
 __all__ = ["TurnOutcome", "run_turn", "render_instructions"]
 
@@ -182,6 +183,8 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         output_tools=state.params.output_tools, run_step=step,
     )
     response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
+    if at_least(4):
+        refuse_too_many_calls(response, step)
 
     after = state.model_copy(update={"response": response, "usage": run.usage})
     after = await run_model_hooks(caps, "after_model_request", after)
@@ -196,7 +199,10 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
                        where_of(cap, "after_model"), allow_jump=True)
 
     run.messages = turn.messages
-    run.state = apply_reducers(run.state, turn.values, agent.state_schema, caps)
+    state_after = apply_reducers(run.state, turn.values, agent.state_schema, caps)
+    if turn.values and at_least(4):  # too large: not committed (the partial run keeps it out)
+        check_state_fits(state_after, turn.writers)
+    run.state = state_after
     run.add_usage(turn.llm_usage)
     turn.llm_usage = Usage()
     run.merge_reported_usage()

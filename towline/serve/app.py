@@ -113,9 +113,19 @@ def _stream(body: AsyncIterator[str]) -> StreamingResponse:
 
 
 def _workflow_id(text: str) -> str:
-    if not text.strip() or len(text) > _MAX_ID or any(ord(c) < 32 for c in text):
+    if (not text.strip() or len(text) > _MAX_ID or any(ord(c) < 32 for c in text)
+            or not _encodable(text)):
         raise InputError(f"threadId must be 1 to {_MAX_ID} printable characters")
     return text
+
+
+def _encodable(text: str) -> bool:
+    """Whether `text` is valid Unicode (JSON can carry a lone surrogate; UTF-8 cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reason(e: BaseException) -> str:
@@ -274,7 +284,7 @@ class _Server:
         """`GET /runs/{id}/events?from=N`: the rest of the turn from offset N."""
         workflow_id = request.path_params["id"]
         raw = request.query_params.get("from", "0")
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):  # `isdigit()` alone takes "²"
             return _error(422, f"from must be an offset (0, 1, ...), not {raw!r}")
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
         try:
@@ -284,6 +294,8 @@ class _Server:
                 return _error(404, f"no run {workflow_id!r}")
             raise
         agent = await agent_name(self.client, desc)
+        if agent not in self.agents:  # another agent's run: not this server's to show
+            return _error(404, f"no run {workflow_id!r}")
         mapper = TurnMapper(workflow_id, workflow_id,
                             request.query_params.get("run_id") or workflow_id,
                             streaming=self.streams(agent))
@@ -309,7 +321,7 @@ class _Server:
         name = "approve" if body.approved else "reject"
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
         try:
-            if await self._running_agent(handle) is None:
+            if await self._running_agent(handle) not in self.agents:  # gone, or not ours
                 return _error(404, f"no live run {workflow_id!r}")
             await asyncio.wait_for(handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
                 name, ApprovalDecision(call_id=call_id, reason=body.reason)), UPDATE_WAIT)
@@ -358,12 +370,26 @@ class ServeApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         is_page = scope["type"] == "http" and scope.get("path") == "/" and scope.get("method") == "GET"
+        if scope["type"] == "http" and scope.get("method") == "POST" and not _json_body(scope):
+            # a form or `text/plain` post needs no CORS preflight: another page could send one
+            refused = _error(415, "a POST needs Content-Type: application/json")
+            await refused(scope, receive, send)
+            return
         await (self._page if is_page else self._api)(scope, receive, send)
 
     def close(self) -> None:
         """End the open event streams (call it before stopping the server: they would
         never end by themselves while a run waits, and their readers resume anyway)."""
         self._server.closing.set()
+
+
+def _json_body(scope: Scope) -> bool:
+    """Whether a request says its body is JSON (`application/json`, any parameters)."""
+    raw: list[tuple[bytes, bytes]] = scope.get("headers") or []
+    for key, value in raw:
+        if key.lower() == b"content-type":
+            return value.split(b";")[0].strip().lower() == b"application/json"
+    return False
 
 
 def create_app(config: ServeConfig) -> ServeApp:

@@ -85,15 +85,39 @@ class HostCheck:
         name = host_name(host_header)
         return name is not None and name in self.names
 
-    def allows_origin(self, origin: str | None) -> bool:
-        """Whether a browser request from `origin` may call (no `Origin`: not a cross-site page)."""
+    def allows_origin(self, origin: str | None, host_header: str | None = None,
+                      scheme: str | None = None) -> bool:
+        """Whether a browser request from `origin` may call (no `Origin`: not a cross-site page).
+
+        Given the request's `Host` header and scheme, the origin must be the server's own:
+        same scheme, host and port (a page on another port of localhost is another site).
+        """
         if not origin or self.any_host:
             return True
         try:
-            name = urlsplit(origin.strip()).hostname
+            parts = urlsplit(origin.strip())
+            name, port = parts.hostname, parts.port
         except ValueError:
             return False
-        return name is not None and name.rstrip(".") in self.names
+        if name is None or name.rstrip(".") not in self.names:
+            return False
+        if scheme is not None and parts.scheme != scheme:
+            return False
+        if host_header is None:
+            return True
+        default = {"http": 80, "https": 443}.get(parts.scheme)
+        return (name.rstrip("."), port or default) == _host_port(host_header, default)
+
+
+def _host_port(host_header: str, default: int | None) -> tuple[str | None, int | None]:
+    """The name and port a `Host` header names (`default` when it gives none)."""
+    name = host_name(host_header)
+    value = host_header.strip()
+    tail = value[value.find("]") + 1:] if value.startswith("[") else value.partition(":")[2]
+    tail = tail.removeprefix(":")
+    if not tail:
+        return name, default
+    return (name, int(tail)) if tail.isascii() and tail.isdigit() else (None, None)
 
 
 def _bare_ipv6(value: str) -> bool:
@@ -123,7 +147,7 @@ class GuardedApp:
         if scope["type"] in ("http", "websocket"):
             raw: list[tuple[bytes, bytes]] = scope.get("headers") or []
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
-            refusal = self.refusal(headers)
+            refusal = self.refusal(headers, _scheme(scope))
             if refusal is not None and scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return
@@ -132,15 +156,22 @@ class GuardedApp:
                 return
         await self.app(scope, receive, send)
 
-    def refusal(self, headers: dict[str, str]) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+    def refusal(self, headers: dict[str, str], scheme: str | None = None
+                ) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
         """The status, text and extra headers a request is refused with, or None."""
         if not self.hosts.allows(headers.get("host")):
             return 421, "Invalid Host header", []
-        if not self.hosts.allows_origin(headers.get("origin")):
+        if not self.hosts.allows_origin(headers.get("origin"), headers.get("host"), scheme):
             return 403, "Invalid Origin header", []
         if self.token is not None and not bearer_matches(headers.get("authorization"), self.token):
             return 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")]
         return None
+
+
+def _scheme(scope: Scope) -> str:
+    """The scheme a browser used to reach the server (`ws`/`wss` as the page's `http`/`https`)."""
+    scheme = str(scope.get("scheme") or "http")
+    return {"ws": "http", "wss": "https"}.get(scheme, scheme)
 
 
 async def _reply(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]]) -> None:
