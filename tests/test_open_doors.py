@@ -222,7 +222,31 @@ def _get_json(url: str) -> Any:
         return json.loads(r.read())
 
 
-async def test_dev_encrypt_binds_its_codec_server_under_a_fresh_path(tmp_path: Path) -> None:
+_OTHER_USER = """
+import sys, urllib.request, urllib.error
+request = urllib.request.Request(sys.argv[1] + "/decode", data=sys.argv[2].encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+try:
+    print(urllib.request.urlopen(request, timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
+def _command_lines(parent: int) -> list[list[str]]:
+    """The command lines of `parent`'s child processes, as any local user reads them."""
+    found: list[list[str]] = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append((stat.parent / "cmdline").read_bytes().decode().split("\0"))
+    return found
+
+
+async def test_dev_encrypt_decodes_for_its_own_user_only(tmp_path: Path) -> None:
+    plain_python = Path("/usr/bin/python3")  # one another user may run (this venv's is root's)
+    if os.geteuid() != 0 or not plain_python.exists():
+        pytest.skip("needs root and /usr/bin/python3, to call the codec server as another user")
     key = base64.b64encode(os.urandom(32)).decode()
     ports = {"--port": free_port(), "--ui-port": free_port(), "--codec-port": free_port()}
     args = [str(a) for item in ports.items() for a in item]
@@ -230,18 +254,26 @@ async def test_dev_encrypt_binds_its_codec_server_under_a_fresh_path(tmp_path: P
                                  env=cli_env(extra={"TOWLINE_ENCRYPTION_KEY": key}), cwd=tmp_path)
     try:
         said = await read_until(proc.stderr, "Point clients at it")
-        found = re.search(r"^Codec server\s+(http://127\.0\.0\.1:(\d+)/([\w-]+))\s", said,
+        found = re.search(r"^Codec server\s+(http://127\.0\.0\.1:(\d+)\S*)\s", said,
                           re.MULTILINE)
         assert found, said
-        url, port, path = found.group(1), int(found.group(2)), found.group(3)
-        assert port == ports["--codec-port"] and len(path) >= 20
+        url, port = found.group(1), int(found.group(2))
+        assert port == ports["--codec-port"]
         settings = await asyncio.to_thread(
             _get_json, f"http://localhost:{ports['--ui-port']}/api/v1/settings")
-        assert settings["Codec"]["Endpoint"] == url  # the UI calls it under the path
-        empty = json_format.MessageToJson(Payloads()).encode()
-        assert _raw_http(port, _post(f"/{path}/decode", port, empty))[0] == 200
-        assert _raw_http(port, _post("/decode", port, empty))[0] == 404  # without the path
-        assert _raw_http(port, _post(f"/{path}/decode", port, empty,
+        assert settings["Codec"]["Endpoint"] == url  # the UI calls it
+        # what another local user sees: the temporal child's command line (`ps`)
+        [endpoint] = [line[line.index("--ui-codec-endpoint") + 1]
+                      for line in _command_lines(proc.pid) if "--ui-codec-endpoint" in line]
+        empty = json_format.MessageToJson(Payloads())
+        stranger = await asyncio.create_subprocess_exec(
+            str(plain_python), "-c", _OTHER_USER, endpoint, empty, user=65534,
+            stdout=asyncio.subprocess.PIPE, cwd="/")
+        out, _ = await asyncio.wait_for(stranger.communicate(), 30)
+        assert out.decode().strip() == "403", out  # refused, whatever URL it read
+        path = url.split(str(port), 1)[1]
+        assert _raw_http(port, _post(f"{path}/decode", port, empty.encode()))[0] == 200
+        assert _raw_http(port, _post(f"{path}/decode", port, empty.encode(),
                                      host=f"rebind.example:{port}"))[0] == 421
     finally:
         if proc.returncode is None:

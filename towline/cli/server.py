@@ -46,6 +46,7 @@ from towline.cli.embedded import DEFAULT_PORT, DEFAULT_UI_PORT, choose_port, sta
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
 from towline.client import with_towline
 from towline.encryption.codec_server import CodecServer, secret_path
+from towline.encryption.peer import can_tell_peers
 from towline.errors import ConfigurationError
 from towline.fleet.routing import ModelRoutes
 from towline.runtime.fingerprint import agent_version
@@ -125,9 +126,10 @@ async def dev_command(args: Any) -> int:
     codec: CodecServer | None = None
     if obs.encryption is not None:  # the UI decodes encrypted payloads through it
         codec_port = choose_port(args.codec_port, DEFAULT_CODEC_PORT, "codec server", notes)
+        mine = can_tell_peers()  # its URL is readable by any local user (`ps`, the UI's settings)
         codec = CodecServer(obs.encryption, port=codec_port, origins=(
             f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"),
-            path=secret_path()).start()  # the UI can carry a secret path, not a token
+            same_user=mine, path="" if mine else secret_path()).start()
     stop = stop_event()
     try:
         embedded = await start_embedded(state_dir, namespace, port, ui_port,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Self
 
-__all__ = ["StateLock", "StateDirInUse"]
+__all__ = ["StateLock", "StateDirInUse", "UnsafeLockFile"]
 
 
 class StateDirInUse(RuntimeError):
@@ -20,6 +21,16 @@ class StateDirInUse(RuntimeError):
                          "(or give another --state-dir)")
         self.state_dir = state_dir
         self.holder = holder
+
+
+class UnsafeLockFile(StateDirInUse):
+    """The state folder's `lock` is a symbolic link: towline does not write through it."""
+
+    def __init__(self, path: Path) -> None:
+        RuntimeError.__init__(self, f"{path} is a symbolic link, not towline's lock file; "
+                              "remove it (or give another --state-dir)")
+        self.state_dir = path.parent
+        self.holder = "a symbolic link"
 
 
 class StateLock:
@@ -41,7 +52,12 @@ class StateLock:
     def acquire(self) -> Self:
         """Take the lock, or raise `StateDirInUse` naming the holder's pid."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a symlink: the lock's truncation would empty its target
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            raise UnsafeLockFile(self.path) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

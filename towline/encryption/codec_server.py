@@ -16,10 +16,11 @@ every namespace).
 
 Who may call it: only requests addressed to it by name — localhost, the host it binds
 and `allowed_hosts` (`towline.serve.http_guard.HostCheck`, the check `towline mcp-serve`
-makes) — so a web page cannot reach it through DNS rebinding; with `path` set, only
-requests under that secret path (what `towline dev --encrypt` does: the UI can carry a
-path in its codec endpoint, but no fixed token); with `auth`, only requests carrying
-that `Authorization` header.
+makes) — so a web page cannot reach it through DNS rebinding; with `same_user`, only
+connections from processes of its own user (what `towline dev --encrypt` does: its endpoint
+is on the `temporal` child's command line and in the UI's settings, both readable by any
+local user); with `path` set, only requests under that secret path; with `auth`, only
+requests carrying that `Authorization` header.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import re
 import secrets
 import threading
@@ -39,6 +41,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
+from towline.encryption.peer import peer_uid
 from towline.errors import ConfigurationError
 from towline.serve.http_guard import HostCheck
 
@@ -80,6 +83,10 @@ class CodecServer:
     """`Host` names it answers besides localhost's and `host`'s (`*`: any; behind a proxy)."""
     path: str = ""
     """When set, a secret first path segment every request must start with (see `url`)."""
+    same_user: bool = False
+    """Answer only connections from processes of this server's own user (where the system
+    tells, `towline.encryption.peer`; refused elsewhere): what `towline dev --encrypt` does,
+    whose endpoint any local user can read."""
     hosts: HostCheck = field(init=False, repr=False)
     """The `Host` check (from `host` and `allowed_hosts`)."""
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
@@ -199,11 +206,16 @@ def _handler(server: CodecServer) -> type[BaseHTTPRequestHandler]:
             self._reply(status, json.dumps({"error": message}).encode())
 
         def _refused(self) -> bool:
-            """Answer a request not addressed to this server by name (DNS rebinding)."""
-            if server.hosts.allows(self.headers.get("Host")):
-                return False
-            self._error(421, "this server does not answer to that Host name")
-            return True
+            """Answer a request not addressed to this server by name (DNS rebinding), or
+            (`same_user`) from another user's process."""
+            if not server.hosts.allows(self.headers.get("Host")):
+                self._error(421, "this server does not answer to that Host name")
+                return True
+            if server.same_user and peer_uid(
+                    self.server.server_address[:2], self.client_address[:2]) != os.getuid():
+                self._error(403, "this codec server answers its own user's processes only")
+                return True
+            return False
 
         def _route(self) -> str | None:
             path = server.route(self.path)
