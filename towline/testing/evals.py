@@ -14,6 +14,7 @@ run's ledger. The judge evaluator (`Judge`) is a towline run too (`eval_evaluato
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
@@ -39,6 +40,7 @@ from towline.agent import Agent
 from towline.client import run_error, start_run, with_towline
 from towline.models import Model
 from towline.results import Counters, RunInput, RunResult
+from towline.runtime import search_attributes as sa
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import format_cost
 from towline.testing.evaluators import (
@@ -201,7 +203,47 @@ async def _attach(client: Client, agent: Agent, inp: RunInput, workflow_id: str,
                                context=inp.context, model=inp.model,
                                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE)
     except WorkflowAlreadyStartedError:
-        return client.get_workflow_handle(workflow_id, result_type=RunResult)
+        handle = client.get_workflow_handle(workflow_id, result_type=RunResult)
+        await _check_attached(client, handle, agent, inp, task_queue)
+        return handle
+
+
+def _input_digest(inp: RunInput) -> str:
+    """What a case's run was asked: its input's fields an eval sets, as a digest."""
+    fields = inp.model_dump(mode="json", include={
+        "agent", "prompt", "message_history", "limits", "context", "model", "session"})
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+async def _check_attached(client: Client, handle: WorkflowHandle[Any, RunResult], agent: Agent,
+                          inp: RunInput, task_queue: str) -> None:
+    """Refuse to attach to a run under a case's (predictable) id that this eval did not start:
+    anyone who can start a workflow could start an impostor agent's run there and forge the
+    case's score, output and ledger. Its type, agent, version, task queue and input must be
+    what this eval would have started."""
+    desc = await handle.describe()
+    found = desc.typed_search_attributes
+    wrong: list[str] = []
+    if desc.workflow_type != "AgentRun":
+        wrong.append(f"it is a {desc.workflow_type}")
+    if desc.task_queue != task_queue:
+        wrong.append(f"its task queue is {desc.task_queue!r}")
+    if found.get(sa.AGENT_VERSION) != agent_version(agent):
+        wrong.append(f"its agent version is {found.get(sa.AGENT_VERSION)!r}")
+    given: RunInput | None = None
+    async for event in handle.fetch_history_events():
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        with contextlib.suppress(Exception):  # an input that does not decode is not ours
+            [given] = await client.data_converter.decode(payloads, [RunInput])
+        break
+    if given is None or given.agent != agent.name:
+        wrong.append(f"its agent is {given.agent if given else None!r}")
+    elif _input_digest(given) != _input_digest(inp):
+        wrong.append("its input is not the case's")
+    if wrong:
+        raise EvalError(f"workflow {handle.id!r} holds a run this eval did not start "
+                        f"({'; '.join(wrong)}): its score would not be this agent's. Terminate "
+                        "it, or run the eval under another --label")
 
 
 def _score(case: ReportCase[Any, Any, Any]) -> tuple[float, bool, dict[str, Any]]:
