@@ -3,7 +3,8 @@
 pydantic-evals brings exact matches (`EqualsExpected`, `Equals`), `Contains`, `IsInstance`
 and more; these add what a dataset of agent runs needs besides:
 
-- `JsonSchema(schema)`: the output (a JSON value, or text holding one) matches a JSON schema;
+- `JsonSchema(schema)`: the output (a JSON value, or text holding one) matches a JSON schema
+  (no `$ref` to another document is fetched unless `remote_refs`);
 - `Python(function)`: a check of your own, `module:function`, called with pydantic-evals'
   `EvaluatorContext` (inputs, output, expected output, metadata, and the run's facts in
   `attributes`), returning a bool, a number, a string label or a dict of them;
@@ -67,16 +68,38 @@ class JsonSchema(Evaluator[Any, Any, Any]):
     """The output is valid against `schema` (text is parsed as JSON first)."""
 
     schema: dict[str, Any]
+    """The JSON schema; a `$ref` resolves within it only, unless `remote_refs`."""
+    remote_refs: bool = False
+    """Let a `$ref` to another document (`https://...`, `file://...`) be fetched. Off: a
+    dataset file is not trusted to make `towline eval` read files or call URLs."""
 
     def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorOutput:
         import jsonschema
+        from jsonschema.exceptions import best_match  # pyright: ignore[reportUnknownVariableType]
+        from jsonschema.validators import validator_for
+        from referencing import Registry
+        from referencing.exceptions import NoSuchResource, Unresolvable
+
+        def refuse(uri: str) -> Any:
+            raise NoSuchResource(ref=uri)
 
         try:
-            jsonschema.validate(_as_json(ctx.output), self.schema)
+            if self.remote_refs:
+                jsonschema.validate(_as_json(ctx.output), self.schema)
+            else:
+                kind: Any = validator_for(self.schema)
+                kind.check_schema(self.schema)
+                validator: Any = kind(self.schema, registry=Registry(retrieve=refuse))
+                error: Any = best_match(validator.iter_errors(_as_json(ctx.output)))  # pyright: ignore[reportUnknownVariableType]
+                if error is not None:
+                    raise error
         except jsonschema.ValidationError as e:
             return EvaluationReason(False, f"not valid: {e.message}")
         except jsonschema.SchemaError as e:
             return EvaluationReason(False, f"the schema is invalid: {e.message}")
+        except Unresolvable as e:
+            return EvaluationReason(False, f"the schema's $ref {getattr(e, 'ref', '')!r} is not "
+                                    "resolved: another document is fetched only with remote_refs: true")
         return EvaluationReason(True)
 
 
