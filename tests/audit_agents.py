@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from towline import Agent, Capability, Middleware, ModelRequestState, ToolCall, ToolContext, tool
 from towline.messages import (
@@ -29,7 +29,7 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 
-__all__ = ["RAISES", "SITES", "agent"]
+__all__ = ["RAISES", "SITES", "agent", "hostile", "HOSTILE"]
 
 
 def _argparse_exit() -> BaseException:
@@ -75,7 +75,7 @@ def _raise_if(here: str, messages: list[Message]) -> None:
 class Raising(Capability):
     """Raises from `before_model_request` or `before_tool_execute` when the prompt says so."""
 
-    state_schema = {"seen": (0, lambda old, new: _reduce(old, new))}
+    state_schema: ClassVar[dict[str, Any]] = {"seen": (0, lambda old, new: _reduce(old, new))}
 
     def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
         _raise_if("before_model_request", state.messages)
@@ -157,3 +157,25 @@ agent = Agent(
     tools=[sync_tool, async_tool, idempotent_tool, workflow_tool, noop],
     capabilities=[Raising(), Middleware("after", after_model=_after_model)],
 )
+
+
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;pwned\x07\u202eevil\x9b"
+"""Terminal control a model or a tool can put in its text: an OSC 52 clipboard write, a
+screen clear, a title change, a bidirectional override, a C1 CSI."""
+
+
+@tool(idempotent=True)
+def shout() -> str:
+    """Returns text full of terminal control sequences."""
+    return f"tool says {HOSTILE}"
+
+
+def _hostile(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    if not any(isinstance(m, ModelResponse) for m in messages):
+        return ModelResponse(parts=[TextPart(content=f"thinking {HOSTILE}"), ToolCallPart(
+            tool_name="shout", args={}, tool_call_id="s1")], finish_reason="tool_calls")
+    return f"model says {HOSTILE}\nsecond line"
+
+
+hostile = Agent(name="audit-hostile-text", model=FunctionModel(_hostile, model_name="audit-hostile"),
+                tools=[shout])

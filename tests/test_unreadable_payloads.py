@@ -158,3 +158,28 @@ async def test_a_store_out_of_reach_is_retried_until_it_is_back(
         result = await asyncio.wait_for(handle.result(), 60)
     assert result["output"]
     assert await task_failures(handle)
+
+
+async def test_a_third_partys_send_of_a_missing_payload_is_refused_at_once(
+    client: Client, tmp_path: Path
+) -> None:
+    """A missing payload may yet appear for a start input (a store being mounted), so that
+    waits `missing_after`; a send's or a signal's never will: refused at once, with the reason."""
+    store = _store(tmp_path, missing_after=60)
+    async with towline_worker(client, [agent], payload_store=store) as (tc, queue):
+        session = await tc.start_workflow(
+            "AgentRun", {"agent": agent.name, "prompt": "hi", "session": True},
+            id=f"session-{uuid.uuid4().hex[:8]}", task_queue=queue)
+        await until_state(session, "waiting")
+        missing = hashlib.sha256(b"never stored either").hexdigest()
+        third_party = client.get_workflow_handle(session.id)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await asyncio.wait_for(third_party.execute_update(
+                "send", RawValue(reference(f"{missing[:2]}/{missing}", sha256=missing))), 15)
+        said = str(refused.value.cause)
+        assert "stored payload unreadable" in said and missing[:8] in said, said
+        answer = await asyncio.wait_for(session.execute_update("send", {"content": "again"}), 30)
+        assert answer is not None
+        await session.signal("end")
+        await asyncio.wait_for(session.result(), 30)
+        assert await task_failures(session) == []

@@ -24,7 +24,7 @@ from temporalio.common import RawValue
 from towline.errors import InvalidRunInput
 from towline.results import RunInput
 from towline.runtime.heap import paused_gc
-from towline.runtime.unreadable_payloads import unreadable_reason
+from towline.runtime.unreadable_payloads import pending, unreadable_reason
 
 __all__ = ["decode_run_input", "decode_argument", "agent_named_in", "describe_errors"]
 
@@ -83,6 +83,11 @@ def _raw_problem(raw: RawValue) -> str:
     return "the input could not be decoded"
 
 
+class StoredInputMissing(RuntimeError):
+    """The start input's stored payload is missing, for less than the store's `missing_after`:
+    not a run failure, the workflow task's (retried until it is there, or final)."""
+
+
 def decode_run_input(args: Sequence[Any]) -> RunInput:
     """The run's `RunInput` from the workflow's raw arguments; `InvalidRunInput` otherwise."""
     if not args:
@@ -92,6 +97,9 @@ def decode_run_input(args: Sequence[Any]) -> RunInput:
                               f"such as {_EXAMPLE}")
     raw = args[0]
     if isinstance(raw, RawValue):
+        if pending(raw.payload):  # not in the store yet: fail the task, Temporal retries it
+            raise StoredInputMissing(f"the run's input is not in the payload store (yet): "
+                                     f"{unreadable_reason(raw.payload)}")
         raise InvalidRunInput(_raw_problem(raw))
     if not isinstance(raw, dict | RunInput):
         raise InvalidRunInput(f"the input is a JSON {type(raw).__name__}, not an object such "

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from towline.agent import Agent
+from towline.cli.render import terminal_text
 from towline.client import connect, connect_config
 from towline.devserver.ui_registry import recorded_ui
 from towline.encryption.codec import EncryptionCodec
@@ -321,8 +322,9 @@ def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | No
 
 
 def say(message: str) -> None:
-    """Progress and status output (stderr, so stdout carries only answers)."""
-    print(message, file=sys.stderr, flush=True)
+    """Progress and status output (stderr, so stdout carries only answers), terminal control
+    in it escaped (`render.terminal_text`: it quotes model and tool text)."""
+    print(terminal_text(message), file=sys.stderr, flush=True)
 
 
 def stop_event() -> asyncio.Event:

@@ -12,7 +12,7 @@ from typing import Any
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.cli.common import say
-from towline.cli.render import content, dim, format_call, short, styled
+from towline.cli.render import content, dim, format_call, short, styled, terminal_text
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
 
@@ -127,7 +127,8 @@ class Session:
         if self.answered:
             return
         self.answered = True
-        print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, ensure_ascii=False))
+        print(terminal_text(answer) if isinstance(answer, str) else terminal_text(
+            json.dumps(answer, indent=2, ensure_ascii=False), in_json=True))
         sys.stdout.flush()
         wid = self.workflow_id
         say(f"Session {wid} waits for the next message: towline send {wid} \"...\" (from another "

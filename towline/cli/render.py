@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
@@ -19,6 +20,7 @@ from towline.results import Counters
 from towline.runtime.ledger import format_cost
 
 __all__ = [
+    "terminal_text",
     "short",
     "content",
     "thinking_line",
@@ -35,6 +37,32 @@ __all__ = [
     "iso",
     "print_json",
 ]
+
+
+_CONTROL = re.compile(
+    "\x1b\\[2m|\x1b\\[22m|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters (C0 but newline and tab, DEL, C1, bidirectional overrides), except the
+two sequences `dim` writes."""
+
+
+def terminal_text(text: str, *, in_json: bool = False) -> str:
+    """`text` safe to write to a terminal: control characters shown escaped (`\\x1b`), so
+    model or tool text cannot move the cursor, recolour, retitle or write the clipboard
+    (OSC 52) of whoever reads `towline run` or `watch`; only `dim`'s own styling passes.
+    `in_json`: `text` is a JSON document, escaped as JSON (`\\u009b`), so it still parses."""
+    return _CONTROL.sub(_json_escaped if in_json else _escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    char = found.group()
+    if len(char) > 1:
+        return char  # `dim`'s
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escaped(found: re.Match[str]) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in found.group())
 
 
 def short(value: Any, limit: int = 120) -> str:
@@ -192,4 +220,4 @@ def money(micros: int | None) -> str:
 
 def print_json(value: Any) -> None:
     """Print `value` as indented JSON (non-ASCII kept, unknown types as strings)."""
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    print(terminal_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), in_json=True))

@@ -48,6 +48,7 @@ from towline.cli.embedded import add_embedding, connect_or_embed
 from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
+from towline.cli.render import terminal_text
 from towline.cli.watch import add_thinking_option, stream_run
 from towline.client import run_error, start_run, with_towline
 from towline.media import UnknownMediaType, binary_content
@@ -173,11 +174,11 @@ def _count(n: int, noun: str) -> str:
 
 def _print_output(result: RunResult, as_json: bool) -> None:
     if as_json:
-        print(result.model_dump_json(indent=2))
+        print(terminal_text(result.model_dump_json(indent=2), in_json=True))
     elif isinstance(result.output, str):
-        print(result.output)
+        print(terminal_text(result.output))
     else:
-        print(json.dumps(result.output, indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(result.output, indent=2, ensure_ascii=False), in_json=True))
     sys.stdout.flush()
 
 

@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from towline.cli.args import Subcommands, add_json, command, non_negative
 from towline.cli.common import CliError, connected, one_line, stop_event
 from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back
-from towline.cli.render import content, dim, format_call, short, styled
+from towline.cli.render import content, dim, format_call, short, styled, terminal_text
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.client import events
 from towline.events import RunEvent
@@ -77,7 +77,7 @@ class EventPrinter:
         """The text of the last response shown (streamed or whole)."""
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        self.out.write(terminal_text(text))  # model and tool text: no terminal control
         self.out.flush()
 
     def _close(self) -> None:

@@ -34,11 +34,13 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
     PayloadConverter,
 )
+from temporalio.exceptions import ApplicationError
 
 from towline.encryption.codec import DecryptionError
 from towline.errors import RunFailure
 from towline.messages import COMPACT
 from towline.runtime.heap import paused_gc
+from towline.runtime.unreadable_payloads import unreadable_reason
 
 __all__ = [
     "TowlinePayloadConverter",
@@ -79,6 +81,10 @@ class TowlinePayloadConverter(PydanticPayloadConverter):
         bulk = sum(p.ByteSize() for p in payloads) >= BULK
         with paused_gc() if bulk else contextlib.nullcontext():
             if type_hints is not None:
+                for payload in payloads:  # an update's or a signal's: refused, naming why
+                    if (reason := unreadable_reason(payload)) is not None:
+                        raise ApplicationError(reason, type="UnreadablePayload",
+                                               non_retryable=True)
                 return super().from_payloads(payloads, type_hints)
             values: list[Any] = []
             for payload in payloads:

@@ -13,9 +13,14 @@ two kinds of failure apart:
 - one that may pass (the store out of reach: a directory gone, a network error)
   is raised as before, and Temporal retries the task until the store is back;
 - one that never will (a reference of the wrong shape or with `..`, a driver this
-  worker does not have, a reference that is not one; and a payload the store does
-  not hold, or holds other bytes of, once that has lasted `missing_after` seconds)
-  becomes a placeholder payload of encoding `towline/unreadable` naming the reason.
+  worker does not have, a reference that is not one) becomes a placeholder payload of
+  encoding `towline/unreadable` naming the reason;
+- a payload the store does not hold (or holds other bytes of) becomes one at once too,
+  marked final once it has been missing for `missing_after` seconds: an update or a
+  signal carrying it is refused at once, with the reason (retrying cannot help a third
+  party's reference), while a start input that is not final yet fails its workflow task,
+  so Temporal retries it until the store has it (a store being mounted again) or
+  `missing_after` has passed.
 
 No payload converter reads that encoding, so a signal carrying one is dropped and
 an update is refused (the SDK's own handling of arguments it cannot decode), while
@@ -47,6 +52,7 @@ __all__ = [
     "InvalidPayloadReference",
     "unreadable",
     "unreadable_reason",
+    "pending",
     "TolerantDriver",
     "TolerantStorage",
     "without_store",
@@ -60,6 +66,7 @@ UNREADABLE_ENCODING = b"towline/unreadable"
 """The encoding of a placeholder for a stored payload that can never be read."""
 REASON_KEY = "towline-unreadable"
 """The placeholder's metadata key holding the reason (UTF-8)."""
+_FINAL_KEY = "towline-unreadable-final"
 
 
 class MissingPayload(LookupError):
@@ -73,10 +80,20 @@ class InvalidPayloadReference(ValueError):
     """
 
 
-def unreadable(reason: str) -> Payload:
-    """The placeholder for a payload that can never be read, naming why."""
+def unreadable(reason: str, *, final: bool = True) -> Payload:
+    """The placeholder for a payload that can never be read, naming why (`final` off: one the
+    store does not hold yet, which a start input waits for; see `pending`)."""
     text = reason[:500].encode("utf-8", errors="replace")
-    return Payload(metadata={"encoding": UNREADABLE_ENCODING, REASON_KEY: text}, data=text)
+    return Payload(metadata={"encoding": UNREADABLE_ENCODING, REASON_KEY: text,
+                             _FINAL_KEY: b"1" if final else b"0"}, data=text)
+
+
+def pending(payload: Payload) -> bool:
+    """Whether `payload` is the placeholder of a payload missing for less than `missing_after`:
+    a start input then fails its workflow task, so Temporal retries it until the payload is
+    there (a store being mounted) or `missing_after` has passed."""
+    return (payload.metadata.get("encoding") == UNREADABLE_ENCODING
+            and payload.metadata.get(_FINAL_KEY) == b"0")
 
 
 def unreadable_reason(payload: Payload) -> str | None:
@@ -104,10 +121,10 @@ def _missing(error: BaseException) -> bool:
 class TolerantDriver(StorageDriver):
     """A store's driver whose reads that can never succeed return a placeholder.
 
-    A malformed reference is final at once. A payload the store does not hold is final
-    once it has been missing for `missing_after` seconds: a store that is being mounted
-    again, or a bucket's replica catching up, looks the same for a while, and Temporal
-    retries the workflow task meanwhile."""
+    A malformed reference is final at once. A payload the store does not hold is a
+    placeholder at once, final once it has been missing for `missing_after` seconds: a
+    store that is being mounted again, or a bucket's replica catching up, looks the same
+    for a while, and a start input's workflow task is retried meanwhile (`pending`)."""
 
     def __init__(self, driver: StorageDriver, missing_after: float = 60.0) -> None:
         self.inner = driver
@@ -132,9 +149,11 @@ class TolerantDriver(StorageDriver):
             return await self.inner.retrieve(context, claims)
         except Exception as e:
             if len(claims) == 1:
-                if isinstance(e, InvalidPayloadReference) or (
-                        _missing(e) and self._missing_for_good(claims[0])):
+                if isinstance(e, InvalidPayloadReference):
                     return [unreadable(f"stored payload unreadable: {e}")]
+                if _missing(e):  # a placeholder at once: an update or signal is refused now
+                    return [unreadable(f"stored payload unreadable: {e}",
+                                       final=self._missing_for_good(claims[0]))]
                 raise
         # One of several failed: read them one by one, so only that one is a placeholder.
         return [(await self.retrieve(context, [claim]))[0] for claim in claims]

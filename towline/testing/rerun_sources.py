@@ -32,10 +32,14 @@ def load_histories(path: str | Path) -> list[WorkflowHistory]:
     path = Path(path)
     first = load_history(path)
     data = _started(path)
-    if data is None:
-        return [first]
+    continued = bool(first.events) and first.events[-1].HasField(
+        "workflow_execution_continued_as_new_event_attributes")
+    if data is None or not (continued or data.get("continuedExecutionRunId")):
+        return [first]  # one execution: nothing beside it is read
     family: dict[str, tuple[Path, dict[str, Any]]] = {}
     for other in sorted(path.parent.glob("*.json")):
+        if other != path and not other.is_file():  # a pipe or a device is no export
+            continue
         if other == path:
             family[str(data.get("continuedExecutionRunId") or "")] = (other, data)
             continue
