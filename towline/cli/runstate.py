@@ -38,7 +38,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.common import CliError, one_line
-from towline.cli.stalled import NOTHING_PENDING, waits_on_nothing
+from towline.cli.stalled import TaskFailure, waits_on_nothing
 from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
@@ -135,25 +135,6 @@ def oldest_first(p: PendingApproval) -> tuple[bool, float]:
     return (p.requested_at is None, p.requested_at.timestamp() if p.requested_at else 0.0)
 
 
-@dataclass(frozen=True)
-class TaskFailure:
-    """A workflow task that keeps failing: the run cannot make progress (it is stuck)."""
-
-    attempt: int
-    """The attempt the pending workflow task is at (> 1); 0: no task is pending."""
-    since: datetime | None
-    """When the first failing attempt was scheduled."""
-    message: str
-    """The failure the history recorded (later attempts' failures are not recorded)."""
-    cause: str
-    """Temporal's cause, e.g. `WORKFLOW_WORKER_UNHANDLED_FAILURE`, `NON_DETERMINISTIC_ERROR`."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form of `--json` output."""
-        return {"attempt": self.attempt, "since": self.since.isoformat() if self.since else None,
-                "failure": self.message, "cause": self.cause}
-
-
 async def _last_task_failure(client: Client, workflow_id: str, run_id: str | None) -> tuple[str, str]:
     """The last `WorkflowTaskFailed` event's message and cause, read from the history's end."""
     request = GetWorkflowExecutionHistoryReverseRequest(
@@ -179,9 +160,8 @@ async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> Ta
     pending = desc.raw_description.pending_workflow_task
     if desc.status != WorkflowExecutionStatus.RUNNING:
         return None
-    if pending.attempt <= 1:
-        idle = await waits_on_nothing(client, desc, attributes(desc.typed_search_attributes).get("TowlineStatus"))
-        return None if idle is None else TaskFailure(0, idle[0], idle[1], NOTHING_PENDING)
+    if pending.attempt <= 1:  # not failing: stuck only if it waits on nothing
+        return await waits_on_nothing(client, desc)
     message, cause = await _last_task_failure(client, desc.id, desc.run_id)
     since = pending.original_scheduled_time.ToDatetime(UTC) if pending.HasField(
         "original_scheduled_time") else None

@@ -1,4 +1,5 @@
-"""A live run that waits on nothing: running, with no task, activity, child or timer pending.
+"""Why a live run is stuck (`TaskFailure`): a workflow task that keeps failing, or waiting on
+nothing: running, with no task, activity, child or timer pending.
 
 Such a run never moves again, and no workflow task fails to say so: its last workflow task
 completed without scheduling anything, while the run was not waiting for a person (its
@@ -8,17 +9,40 @@ resolve); `towline runs --stuck` and `towline show` list it with this reason.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 
-__all__ = ["NOTHING_PENDING", "waits_on_nothing"]
+from towline.runtime.search_attributes import STATUS
+
+__all__ = ["NOTHING_PENDING", "TaskFailure", "waits_on_nothing"]
 
 NOTHING_PENDING = "NOTHING_PENDING"
 """The cause `towline runs --stuck` gives such a run."""
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A workflow task that keeps failing: the run cannot make progress (it is stuck)."""
+
+    attempt: int
+    """The attempt the pending workflow task is at (> 1); 0: no task is pending."""
+    since: datetime | None
+    """When the first failing attempt was scheduled."""
+    message: str
+    """The failure the history recorded (later attempts' failures are not recorded)."""
+    cause: str
+    """Temporal's cause, e.g. `WORKFLOW_WORKER_UNHANDLED_FAILURE`, `NON_DETERMINISTIC_ERROR`."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form of `--json` output."""
+        return {"attempt": self.attempt, "since": self.since.isoformat() if self.since else None,
+                "failure": self.message, "cause": self.cause}
+
 
 _PAGES = 5
 """History pages (of 100 events, newest first) read for an open timer; past them, not listed."""
@@ -27,12 +51,11 @@ _CLOSING = {EventType.EVENT_TYPE_TIMER_FIRED, EventType.EVENT_TYPE_TIMER_CANCELE
 
 
 async def waits_on_nothing(
-    client: Client, desc: WorkflowExecutionDescription, status: object
-) -> tuple[datetime | None, str] | None:
-    """(since when, why) if the run waits on nothing; None if it waits on something.
-
-    `status` is the run's `TowlineStatus` attribute (`waiting` runs wait for a person).
-    """
+    client: Client, desc: WorkflowExecutionDescription
+) -> TaskFailure | None:
+    """Why the run is stuck (attempt 0: no task pending) if it waits on nothing; None if it
+    waits on something (runs whose `TowlineStatus` is `waiting` wait for a person)."""
+    status = desc.typed_search_attributes.get(STATUS)
     raw = desc.raw_description
     if (desc.status != WorkflowExecutionStatus.RUNNING or status != "running"
             or raw.HasField("pending_workflow_task") or raw.pending_activities
@@ -59,9 +82,9 @@ async def waits_on_nothing(
                 if event.event_id not in closed:
                     return None  # a durable timer will wake it
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-                return since, _WHY
+                return TaskFailure(0, since, _WHY, NOTHING_PENDING)
         if not response.next_page_token:
-            return since, _WHY
+            return TaskFailure(0, since, _WHY, NOTHING_PENDING)
         request.next_page_token = response.next_page_token
     return None
 
