@@ -46,7 +46,10 @@ way for hook code to end a run is `ContentBlocked` (a capability refusing the
 content), which names the hook.
 Any other exception a hook raises, `RunFailure` subclasses included, is reported
 as `CapabilityViolation` naming the capability and the hook (model hooks), or
-records the call `not_executed` (`before_tool_execute`).
+records the call `not_executed` (`before_tool_execute`). A `BaseException` that is not an
+`Exception` (`SystemExit`, `KeyboardInterrupt`, ...) from any user code is contained
+(`towline.runtime.escapes`): `CapabilityViolation` from every hook, `before_tool_execute`
+included; `UncertainToolEffect` (or a `failed` call, idempotent) from a tool.
 """
 
 from __future__ import annotations
