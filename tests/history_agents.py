@@ -43,6 +43,7 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # imported as `tests.history_agents` (the README's example)
     sys.path.append(_TESTS)  # after everything else: it shadows nothing
 
+import history_engine4_audit as audit4
 import history_engine4_ledger as ledger4
 import history_engine4_real_traffic as traffic4
 from history_composed import (
@@ -229,3 +230,7 @@ ENGINE4_RECORDINGS += [
 HISTORY_AGENTS += traffic4.ENGINE4_REAL_TRAFFIC_AGENTS
 ENGINE4_RECORDINGS += [Recording(i, inp, start_attributes=True, memo=ledger4.start_memo(agent))
                        for i, agent, inp in traffic4.ENGINE4_REAL_TRAFFIC_RUNS]
+
+# the hostile audit (issue 28 item 3)
+HISTORY_AGENTS += audit4.AUDIT_AGENTS
+ENGINE4_RECORDINGS += audit4.recordings(Recording, ledger4.start_memo(audit4.AUDIT_AGENTS[0]))
