@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from towline import Agent, Capability, Middleware, ModelRequestState, ToolCall, ToolContext, tool
 from towline.messages import (
@@ -75,7 +75,8 @@ def _raise_if(here: str, messages: list[Message]) -> None:
 class Raising(Capability):
     """Raises from `before_model_request` or `before_tool_execute` when the prompt says so."""
 
-    state_schema: ClassVar[dict[str, Any]] = {"seen": (0, lambda old, new: _reduce(old, new))}
+    def __init__(self) -> None:
+        self.state_schema = {"seen": (0, lambda old, new: _reduce(old, new))}
 
     def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
         _raise_if("before_model_request", state.messages)

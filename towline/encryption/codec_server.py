@@ -211,8 +211,9 @@ def _handler(server: CodecServer) -> type[BaseHTTPRequestHandler]:
             if not server.hosts.allows(self.headers.get("Host")):
                 self._error(421, "this server does not answer to that Host name")
                 return True
-            if server.same_user and peer_uid(
-                    self.server.server_address[:2], self.client_address[:2]) != os.getuid():
+            here: Any = self.server.server_address
+            peer: Any = self.client_address
+            if server.same_user and peer_uid((here[0], here[1]), (peer[0], peer[1])) != os.getuid():
                 self._error(403, "this codec server answers its own user's processes only")
                 return True
             return False
