@@ -12,6 +12,7 @@ interactions in order, each request's JSON body and each answer's exact bytes.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -57,11 +58,13 @@ def sdist(package: str) -> Path:
     folder = _cache()
     name = f"{package.replace('-', '_')}-{pinned['version']}.tar.gz"
     path = folder / name
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--no-binary", ":all:", f"{package}=={pinned['version']}", "-d", str(folder)],
-                       check=True, timeout=600, capture_output=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("w") as lock:  # one download at a time (test processes)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                            "--no-binary", ":all:", f"{package}=={pinned['version']}",
+                            "-d", str(folder)], check=True, timeout=600, capture_output=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == pinned["sha256"], f"{path} is not the pinned {package} sdist ({digest})"
     return path
