@@ -8,13 +8,14 @@
   asked again, as for an invalid output.
 - A capability sees the filtered answer first and may replace it (`after_model_request`).
 
-The Model Armor answers are built in the shape real Vertex AI answers have: checked against
-the ones pydantic-ai recorded (`tests/models/cassettes/test_google/
-test_google_model_armor_response_template_real_block.yaml` and
-`..._prompt_template_text_gets_blocked.yaml` in github.com/pydantic/pydantic-ai at commit
-b6b97109e6e352b03476e0b2f6c0191b84ef085a): no `content` at all on a blocked candidate,
-a `finishMessage`, thinking tokens billed; a blocked prompt has no candidate and usage
-without token counts.
+The Model Armor answers are built in the shape real Vertex AI answers have, checked against
+the ones pydantic-ai recorded in github.com/pydantic/pydantic-ai (not copied here):
+`tests/models/cassettes/test_google/test_google_model_armor_response_template_real_block.yaml`
+(commit b6b97109e6e352b03476e0b2f6c0191b84ef085a) and
+`tests/models/cassettes/test_google/test_google_model_armor_prompt_template_text_gets_blocked.yaml`
+(commit 94bf9c5a3e977e3191373becae07a0212687ee32): no `content` at all on a blocked
+candidate, a `finishMessage`, thinking tokens billed; a blocked prompt has no candidate and
+usage without token counts.
 """
 
 from __future__ import annotations
