@@ -25,7 +25,7 @@ from .state import (
 from .subagent import Subagent
 from .summarization import Summarization
 from .todo_list import TodoList
-from .tool_approval import ToolApproval
+from .tool_approval import Ask, Deny, ToolApproval
 from .tool_selector import ToolSelector
 
 __all__ = [
@@ -50,6 +50,8 @@ __all__ = [
     "CompletionGate",
     "ModelFallback",
     "ToolApproval",
+    "Ask",
+    "Deny",
     "Subagent",
     "HistoryWindow",
     "RedactPII",

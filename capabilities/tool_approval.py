@@ -1,59 +1,116 @@
-"""`ToolApproval`: a human approves or rejects listed tools before they run.
+"""`ToolApproval`: an approval policy for tool calls, and a person deciding what it asks about.
 
-Before a listed tool executes, the run waits durably (no worker needs to stay
-up) for a decision given with the workflow update `approve` or `reject`
-(`ApprovalDecision(call_id=..., reason=...)`), or with the CLI. While it waits,
-`TowlineStatus` is `waiting`, the current details list the call, and the
-`state` query shows it under `pending_approvals`. A rejection, or no decision
-within `timeout`, records the call `denied` with the reason, and the model is
-told; an approval lets the call execute.
+Each call is answered by the first of: the run's own rule for its tool (changed while the
+run runs by the `set_policy` update), the agent's rule for it (`rules`, or `tools`, which
+ask), `default`. A rule approves, denies (the model is told why) or asks; a rule may be a
+pure function of the call's validated arguments that answers one of those. A call that asks
+is answered by a decision remembered earlier in the run or session when one covers it, else
+it waits durably (no worker needs to stay up) for a person: the updates `approve`, `reject`,
+`edit` (approve with other arguments), `respond` (the reviewer's answer is the call's return:
+the tool does not run) or `decide` (several at once), or the CLI. All the calls of one
+response that ask wait together. While they wait, `TowlineStatus` is `waiting` (for an
+approval: the `state` query's `waiting_for`), the current details list them, and the `state`
+query shows each under `pending_approvals` with the digest a decision names. No decision
+within `timeout` records the call `denied`. Every decision is in the run's audit trail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, Literal
 
 from towline.errors import ConfigurationError, ToolDenied
+from towline.runtime.fingerprint import ADDED_OPTION
 from towline.tools import ToolCall, ToolContext
 
 from ._config import check_names, check_timeout
+from .approval_rules import Ask, Deny, Rule, RuleAnswer, answer_of, live_answer, static_rule
 from .base import Capability
 
-__all__ = ["ToolApproval"]
+__all__ = ["ToolApproval", "Ask", "Deny"]
 
 
 @dataclass(frozen=True)
 class ToolApproval(Capability):
-    """Waits for a human decision before each call of the listed tools (`before_tool_execute`).
+    """An approval policy over the run's tool calls (`before_tool_execute`).
 
-    Calls of one response are admitted in order, so when a response calls two
-    listed tools the second waits until the first is decided.
+    `ToolApproval(tools=["transfer"])` asks before every `transfer` and lets every other tool
+    run, as before policies existed.
     """
 
     tools: Sequence[str] = ()  # pyright: ignore[reportIncompatibleVariableOverride]
-    """Names of the tools that need approval (any other tool runs without one)."""
+    """Tools whose calls ask a person (the rule `"ask"` for each)."""
     timeout: timedelta | None = None
-    """How long to wait for a decision before rejecting; None waits indefinitely."""
+    """How long a call waits for a decision before it is denied; None waits indefinitely."""
+    rules: Mapping[str, Rule] = field(default_factory=dict[str, Rule], metadata={ADDED_OPTION: True})
+    """Per tool: "approve", "deny", "ask", `Deny(message)`, `Ask(decisions=..., timeout=...)`,
+    or a pure function of the call's validated arguments returning one of those."""
+    default: Literal["approve", "deny", "ask"] | Deny | Ask = field(default="approve",
+                                                                    metadata={ADDED_OPTION: True})
+    """The rule of tools neither `tools` nor `rules` names."""
 
     def __post_init__(self) -> None:
         names = check_names("ToolApproval", "tools", self.tools)
-        if not names:
-            raise ConfigurationError("ToolApproval: tools must name at least one tool")
         check_timeout("ToolApproval", "timeout", self.timeout, optional=True)
+        if not isinstance(self.rules, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("ToolApproval.rules must map tool names to rules")
+        rules: dict[str, Rule] = {}
+        for name, rule in self.rules.items():
+            check_names("ToolApproval", "rules", [name])
+            rules[name] = rule if callable(rule) else static_rule(f"ToolApproval.rules[{name!r}]", rule)
+        both = sorted(set(names) & set(rules))
+        if both:
+            raise ConfigurationError(f"ToolApproval: {', '.join(both)} named in both tools and rules")
+        default = static_rule("ToolApproval.default", self.default)
+        if not names and not rules and default == "approve":
+            raise ConfigurationError("ToolApproval: tools must name at least one tool "
+                                     "(or give rules, or a default other than 'approve')")
         object.__setattr__(self, "tools", names)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "default", default)
+
+    def answer(self, tool: str, args: dict[str, Any], live: Mapping[str, Any]) -> RuleAnswer:
+        """What the policy says about a call of `tool` with (validated) `args`."""
+        found = live_answer(live, tool)
+        if found is not None:
+            return found
+        rule = "ask" if tool in self.tools else self.rules.get(tool)
+        if rule is None:
+            default = live.get("default") or self.default
+            answer = answer_of(default, "policy" if live.get("default") else "default",
+                               "ToolApproval.default")
+            return RuleAnswer(answer.verdict, answer.message, answer.decisions, answer.timeout,
+                              answer.source, audited=answer.verdict != "approve")
+        if callable(rule) and not isinstance(rule, Deny | Ask):
+            return answer_of(_predicate(rule, tool, args), "rule", f"ToolApproval.rules[{tool!r}]")
+        return answer_of(rule, "rule", f"ToolApproval.rules[{tool!r}]")
 
     async def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:
-        """Wait for the decision on a listed tool's call; deny it on rejection or timeout."""
-        if call.tool_name not in self.tools:
-            return call
+        """Apply the policy to the call: run it, deny it, or wait for a person's decision."""
         from towline.workflows import current_run
+        from towline.workflows.versions import at_least
 
         run = current_run()
+        if at_least(4):  # engine 4: policies, edits, responses, remembered decisions, the audit
+            return await run.gate(ctx, call, self)
+        if call.tool_name not in self.tools:
+            return call
         decision = await run.request_approval(ctx, call, self.timeout)
         if decision is None:
             raise ToolDenied(f"not approved: no decision within {self.timeout}")
         if not run.is_approved(call.tool_call_id):
             raise ToolDenied(f"rejected by a reviewer: {decision.reason or 'no reason given'}")
         return call
+
+
+def _predicate(rule: Callable[[dict[str, Any]], Any], tool: str, args: dict[str, Any]) -> Any:
+    """A rule function's answer, run under the determinism guard (it is user code)."""
+    import copy
+
+    from towline.workflows.guard import Guard, guarded_sync
+
+    where = f"ToolApproval.rules[{tool!r}]"
+    return guarded_sync(Guard(where, capability="ToolApproval", hook=f"rules[{tool!r}]"),
+                        rule, copy.deepcopy(args))

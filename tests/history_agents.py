@@ -234,3 +234,13 @@ ENGINE4_RECORDINGS += [Recording(i, inp, start_attributes=True, memo=ledger4.sta
 # the hostile audit (issue 28 item 3)
 HISTORY_AGENTS += audit4.AUDIT_AGENTS
 ENGINE4_RECORDINGS += audit4.recordings(Recording, ledger4.start_memo(audit4.AUDIT_AGENTS[0]))
+
+# human in the loop and client tools (issues 30-32): `tests/history_engine4_hitl.py`
+try:
+    from history_engine4_hitl import HITL_AGENTS, HITL_RECORDINGS
+except ModuleNotFoundError:
+    from tests.history_engine4_hitl import HITL_AGENTS, HITL_RECORDINGS
+HISTORY_AGENTS += HITL_AGENTS
+ENGINE4_HITL_RECORDINGS = [Recording(*r) for r in HITL_RECORDINGS]
+"""This topic's engine-4 recordings (`tests/test_history_engine4_hitl.py` records them live)."""
+ENGINE4_RECORDINGS += ENGINE4_HITL_RECORDINGS

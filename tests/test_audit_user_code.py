@@ -18,11 +18,11 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
+from audit_agents import agent
 from cli_helpers import TESTS_ON_PATH, towline_process
 from readme import cli_env
 from temporalio.client import Client
 
-from audit_agents import agent
 from scripts import statuses
 from towline.client import run, with_towline
 from towline.errors import RunError
@@ -99,7 +99,7 @@ async def test_an_idempotent_tool_raising_system_exit_is_a_failed_call(
     served: tuple[Client, str, asyncio.subprocess.Process],
 ) -> None:
     result = await _run(served, "idempotent_tool SystemExit")
-    messages = getattr(result, "messages")
+    messages = result.messages
     assert statuses(messages) == {"c1": "failed"}
     assert "SystemExit" in str([p for m in messages for p in getattr(m, "parts", [])
                                 if getattr(p, "tool_call_id", None) == "c1"])
@@ -110,7 +110,7 @@ async def test_the_worker_keeps_serving_and_stops_on_sigterm(
     served: tuple[Client, str, asyncio.subprocess.Process],
 ) -> None:
     result = await _run(served, "ok -")
-    assert getattr(result, "output") == "done"
+    assert result.output == "done"
     proc = served[2]
     assert proc.returncode is None
     proc.send_signal(signal.SIGTERM)

@@ -91,7 +91,11 @@ async def test_approval_survives_a_worker_restart_and_validates_decisions(client
         handle = await start_run(tc, agent, "pay 7", task_queue=queue, id=workflow_id)
         waiting = await eventually(lambda: pending(handle), "a pending approval")
         requested_at = datetime.fromisoformat(waiting["t1"].pop("requested_at"))
-        assert waiting == {"t1": {"tool_name": "transfer", "args": {"amount": 7}, "run_step": 1}}
+        digest = waiting["t1"].pop("digest")
+        assert len(digest) == 16 and int(digest, 16) >= 0
+        assert waiting == {"t1": {"tool_name": "transfer", "args": {"amount": 7}, "run_step": 1,
+                                  "index": 1, "kind": "approval",
+                                  "decisions": ["approve", "reject", "edit", "respond"]}}
         started = (await handle.describe()).start_time
         assert started is not None and started <= requested_at  # workflow time, tz-aware
         state = await handle.query("state")

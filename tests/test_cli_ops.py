@@ -257,8 +257,11 @@ async def test_pending_lists_waiting_calls_with_how_long_they_waited(fleet: Flee
     table = await towline("pending", "--query", fleet.query, env=fleet.env)
     assert table.code == 0, table
     header, row = table.out.splitlines()[:2]
-    assert header.split() == ["WORKFLOW", "ID", "CALL", "ID", "TOOL", "ARGUMENTS", "WAITING"]
-    assert row.split()[:5] == [fleet.ids["waiting"], "call_1", "multiply", "a=6.0,", "b=7.0"]
+    assert header.split() == ["WORKFLOW", "ID", "#", "CALL", "ID", "TOOL", "ARGUMENTS", "FOR",
+                              "WAITING", "DIGEST"]
+    assert row.split()[:7] == [fleet.ids["waiting"], "1", "call_1", "multiply", "a=6.0,", "b=7.0",
+                               "approval"]
+    assert row.split()[-1] == call["digest"] and call["index"] == 1 and call["kind"] == "approval"
 
     nothing = await towline("pending", "--query", fleet.query, "--agent", "ops-busy", env=fleet.env)
     assert nothing.code == 0 and nothing.out == "No tool calls are waiting for approval.\n"

@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from towline.messages import Message, Usage
 from towline.results import Counters, PartialRun, RunInput, RunResult
-from towline.workflows import ApprovalDecision, SendInput
+from towline.workflows import (
+    ApprovalDecision,
+    Decisions,
+    EditDecision,
+    PolicyUpdate,
+    RespondDecision,
+    SendInput,
+    ToolResultInput,
+)
 
 __all__ = ["PendingApproval", "StateQueryResult", "ContractEntry", "SCHEMAS", "json_schemas",
            "schema_text"]
@@ -42,6 +50,16 @@ class PendingApproval(BaseModel):
     """The model request that made the call."""
     requested_at: str
     """When the run started waiting (workflow time, ISO 8601)."""
+    digest: str | None = None
+    """What a decision names to be bound to this call (engine 4)."""
+    index: int | None = None
+    """The call's short number, which `towline approve RUN N` takes (engine 4)."""
+    kind: str = "approval"
+    """`approval` (a person decides) or `client` (a client tool's result is awaited)."""
+    decisions: list[str] = ["approve", "reject"]
+    """What may be decided: approve, reject, edit, respond."""
+    expires_at: str | None = None
+    """When the wait times out (absent: it does not)."""
 
 
 class StateQueryResult(BaseModel):
@@ -61,6 +79,16 @@ class StateQueryResult(BaseModel):
     `approve` and `reject` updates): an object, empty when none waits."""
     state: dict[str, Any]
     """The run's contributed state keys (capabilities' and middleware's)."""
+    waiting_for: str | None = None
+    """While `waiting`: `approval`, `tool_result` (a client tool's) or `message` (a session's)."""
+    remembered: list[dict[str, Any]] = []
+    """Decisions remembered for the run or the session (tool, pattern, kind, scope, by)."""
+    policy: dict[str, Any] = {}
+    """The run's own approval rules (`set_policy`): `{"rules": {...}, "default": ...}`."""
+    decisions: list[dict[str, Any]] = []
+    """The newest entries of the audit trail (who, when, why, digest, rule or person)."""
+    decisions_total: int = 0
+    """How many audit entries the run has recorded."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,14 @@ SCHEMAS: tuple[ContractEntry, ...] = (
                   SendInput),
     ContractEntry("ApprovalDecision", "the `approve` and `reject` updates' argument",
                   ApprovalDecision),
+    ContractEntry("EditDecision", "the `edit` update's argument", EditDecision),
+    ContractEntry("RespondDecision", "the `respond` update's argument", RespondDecision),
+    ContractEntry("Decisions", "the `decide` update's argument (its result: the audit entries)",
+                  Decisions),
+    ContractEntry("PolicyUpdate", "the `set_policy` update's argument (its result: the policy)",
+                  PolicyUpdate),
+    ContractEntry("ToolResultInput", "the `tool_result` update's argument (a client tool's "
+                  "result)", ToolResultInput),
     ContractEntry("StateQueryResult", "the `state` query's answer (no argument)",
                   StateQueryResult),
     ContractEntry("Messages", "the `messages` query's answer (no argument): the conversation",

@@ -5,6 +5,8 @@
     ├── ModelRetry                raised by a tool: ask the model to try again
     ├── ToolError                 raised by a tool: it failed and had no effect
     ├── ToolDenied                raised by `before_tool_execute`: the call is `denied`
+    ├── ToolResponded             raised by `before_tool_execute`: the call's return is given
+    │                             (a reviewer's `respond`); the tool does not run
     ├── RunError                  client side: a run failed (.reason, .partial)
     ├── AgentVersionMismatch      a worker replaying a run started with another version of
     │                             its agent: fails the workflow *task* (the one deliberate
@@ -68,6 +70,7 @@ __all__ = [
     "ModelRetry",
     "ToolError",
     "ToolDenied",
+    "ToolResponded",
     "RunError",
     "AgentVersionMismatch",
     "RunFailure",
@@ -132,6 +135,15 @@ class ToolDenied(TowlineError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class ToolResponded(TowlineError):
+    """Raised by a `before_tool_execute` hook to give a call its return without running the
+    tool (status `succeeded`, `result` is what the model sees): a reviewer's `respond`."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__("the call was answered without running the tool")
+        self.result = result
 
 
 class RunError(TowlineError):

@@ -119,6 +119,8 @@ class ResumeState(BaseModel):
     """Messages `send` queued that the run has not taken yet (text, or text and media)."""
     mcp_listings: dict[str, list[MCPToolSpec]] = Field(default_factory=dict)
     """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
+    approvals: dict[str, Any] | None = None
+    """Engine 4: the run's approval policy, remembered decisions, audit trail and call index."""
     stream: WorkflowStreamState | None = None
     """The live events' stream state (offsets, recent events) for the next execution."""
     facts: WorkerFacts | None = None

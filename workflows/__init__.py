@@ -1,9 +1,22 @@
 """Workflow side: the `AgentRun` workflow and its deterministic turn engine."""
 
-from .agent_run import AgentRun, ApprovalDecision, SendInput
+from .agent_run import AgentRun, SendInput
+from .decisions import (
+    ApprovalDecision,
+    Decision,
+    Decisions,
+    DenyWith,
+    EditDecision,
+    PolicyUpdate,
+    RespondDecision,
+    ToolResultInput,
+    call_digest,
+)
 from .model_call import call_model
 
-__all__ = ["AgentRun", "ApprovalDecision", "SendInput", "call_model", "current_run"]
+__all__ = ["AgentRun", "ApprovalDecision", "EditDecision", "RespondDecision", "Decision",
+           "Decisions", "DenyWith", "PolicyUpdate", "ToolResultInput", "call_digest", "SendInput",
+           "call_model", "current_run"]
 
 
 def current_run() -> AgentRun:

@@ -41,6 +41,7 @@ from towline.runtime.request_chain import RequestBook
 from towline.telemetry import tracing as telemetry
 from towline.timetravel.lineage import run_lineage
 
+from .approvals import forget_turn, restore_approvals
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .facts import worker_facts
@@ -91,6 +92,7 @@ class AgentRun(RunHandlers):
         self._ending = False
         self._decisions: dict[str, ApprovalDecision] = {}
         self._approved: set[str] = set()
+        self._resolutions = {}
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
         self.request_book = RequestBook()
@@ -266,6 +268,7 @@ class AgentRun(RunHandlers):
                       pending_approvals=dict(r.pending_approvals), recorded_counters=r.counters,
                       mcp_listings=dict(r.mcp_listings))
             restore_mcp_tools(run)
+            restore_approvals(run, r.approvals)
         else:
             state = agent.state_defaults()
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
@@ -324,6 +327,7 @@ class AgentRun(RunHandlers):
             if output is CONTINUE:
                 continue
             self._answers.append((self._consumed, output))
+            forget_turn(run)  # decisions remembered for the `run` end with its answer
             if inp.session:  # streaming
                 emit("answer", output=output)
             if not self._inbox and not await self._next_session_message(run, inp):

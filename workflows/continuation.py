@@ -19,6 +19,7 @@ from towline.messages import UserContent
 from towline.results import ResumeState, RunInput, WorkerFacts
 from towline.runtime.request_chain import RequestBook, RequestChain
 
+from .approvals import carried as carried_approvals
 from .run import Run, oversize, run_payload_limit
 
 __all__ = ["should_continue", "carried_input", "release", "check_fits"]
@@ -59,6 +60,7 @@ def carried_input(
         messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
         pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=inbox,
         mcp_listings=run.mcp_listings, facts=facts, chain=chain,
+        approvals=carried_approvals(run),
     )
     carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
     with_stream = carried.model_copy(update={"resume": resume.model_copy(update={"stream": stream})})

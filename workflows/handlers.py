@@ -26,11 +26,11 @@ from towline.results import RunInput
 from towline.runtime.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
 from towline.runtime.request_refs import REQUEST_QUERY
 
+from .approval_updates import ApprovalHandlers
 from .events import emit
-from .hook_api import HookApi
 from .run import Run, oversize, run_payload_limit
 from .run_input import decode_argument
-from .versions import CANCELLED_SESSION, since
+from .versions import CANCELLED_SESSION, at_least, since
 
 __all__ = ["RunHandlers", "SendInput"]
 
@@ -64,7 +64,7 @@ def _too_large(run: Run | None, message: SendInput) -> str | None:
     return None
 
 
-class RunHandlers(HookApi):
+class RunHandlers(ApprovalHandlers):
     """Updates, signals and queries of a run, and the session's wait for the next message."""
 
     _ending: bool
@@ -80,14 +80,20 @@ class RunHandlers(HookApi):
         """In a session, wait for the next `send`; False when the session ends."""
         if not inp.session:
             return False
+        engine4 = at_least(4)  # what the run waits for: in its memo, details and timeline
+        if engine4:
+            run.waiting_for = "message"
         run.confirm("waiting")
         try:
             await workflow.wait_condition(
                 lambda: bool(self._inbox) or self._cancelled or self._ending,
                 timeout=inp.session_timeout,
+                timeout_summary="session: waiting for the next message" if engine4 else None,
             )
         except TimeoutError:
             return False
+        finally:
+            run.waiting_for = None
         if self._cancelled:
             if since(CANCELLED_SESSION):
                 self._check_cancelled()
@@ -138,17 +144,23 @@ class RunHandlers(HookApi):
 
     @workflow.query
     def state(self) -> dict[str, Any]:
-        """Counters, status, pending approvals, contributed state and usage."""
+        """Counters, status (and what a waiting run waits for), pending approvals and client
+        tool calls, contributed state, usage, the run's approval policy, remembered decisions
+        and the audit trail."""
         run = self._run
         if run is None:
             return {"agent": None, "status": "starting", "counters": None, "usage": None,
-                    "pending_approvals": {}, "state": {}}
+                    "pending_approvals": {}, "state": {}, "waiting_for": None, "remembered": [],
+                    "policy": {}, "decisions": [], "decisions_total": 0}
         return {
             "agent": run.agent.name, "status": run.status,
             "counters": run.counters.model_dump(mode="json"),
             "usage": run.usage.model_dump(mode="json"),
             "pending_approvals": run.pending_approvals,
             "state": run.state,
+            "waiting_for": run.waiting_for if run.status == "waiting" else None,
+            "remembered": run.hitl.remembered, "policy": run.hitl.policy,
+            "decisions": run.hitl.audit, "decisions_total": run.hitl.total,
         }
 
     @workflow.query(name=REQUEST_INPUT_QUERY)

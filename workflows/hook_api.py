@@ -1,47 +1,49 @@
 """What hook code may use of the running `AgentRun` (`towline.workflows.current_run()`).
 
-Approvals (`request_approval`, and the `approve`/`reject` updates that answer
-them), the run's tool authority, usage reporting for hooks that cannot return
-`llm_usage`, and a read-only view of the run. `AgentRun` inherits these; they
-live apart so the workflow module stays about the run loop.
+Approvals before engine 4 (`request_approval`; engine 4's are `approval_updates`), the run's
+tool authority, usage reporting for hooks that cannot return `llm_usage`, and a read-only view
+of the run. `AgentRun` inherits these; they live apart so the workflow module stays about the
+run loop.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
+from towline.agent import Agent
 from towline.errors import Cancelled, InternalError, runtime_failure
 from towline.messages import Usage
+from towline.results import Counters
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
+from .decisions import ApprovalDecision
 from .events import emit
-from .run import Run, RunView
-from .run_input import decode_argument
+from .run import Run
 from .versions import at_least
 
-__all__ = ["ApprovalDecision", "HookApi"]
+__all__ = ["ApprovalDecision", "HookApi", "RunView"]
 
 
-class ApprovalDecision(BaseModel):
-    """The argument of the `approve` and `reject` updates (unknown fields are refused)."""
+@dataclass(frozen=True)
+class RunView:
+    """What hook code may read of a run (`current_run().agent_run`); changing it changes nothing."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    call_id: str
-    """The tool call waiting for a decision."""
-    reason: str | None = None
-    """Told to the model on rejection; recorded either way."""
-
-
-def _decision(value: Any, update: str, *, accepted: bool = False) -> ApprovalDecision:
-    return decode_argument(ApprovalDecision, value, update, '{"call_id": "call_1"}',
-                           accepted=accepted)
+    agent: Agent
+    """The running agent's definition."""
+    run_id: str
+    """The run's id (the first execution's workflow id)."""
+    counters: Counters
+    """The confirmed counters (frozen)."""
+    status: str
+    """running, waiting, succeeded or failed."""
+    state: dict[str, Any]
+    """A copy of the committed contributed state."""
 
 
 class HookApi:
@@ -126,35 +128,6 @@ class HookApi:
         if self._run is None:
             raise InternalError("the run has not started")
         return self._run
-
-    @workflow.update
-    async def approve(self, decision: Any) -> str:
-        """Approve a waiting tool call (an `ApprovalDecision`, decoded by the validator)."""
-        decided = _decision(decision, "approve", accepted=True)
-        self._decisions[decided.call_id] = decided.model_copy(update={"reason": decided.reason or "approved"})
-        self._approved.add(decided.call_id)
-        return "approved"
-
-    @workflow.update
-    async def reject(self, decision: Any) -> str:
-        """Reject a waiting tool call (recorded `denied`; the model is told)."""
-        decided = _decision(decision, "reject", accepted=True)
-        self._decisions[decided.call_id] = decided.model_copy(update={"reason": decided.reason or "rejected"})
-        return "rejected"
-
-    @approve.validator
-    def _validate_approve(self, decision: Any) -> None:
-        self._validate_decision(_decision(decision, "approve"))
-
-    @reject.validator
-    def _validate_reject(self, decision: Any) -> None:
-        self._validate_decision(_decision(decision, "reject"))
-
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        if decision.call_id in self._decisions:
-            raise ValueError(f"tool call {decision.call_id!r} was already decided")
-        if self._run is None or decision.call_id not in self._run.pending_approvals:
-            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")
 
     def is_approved(self, call_id: str) -> bool:
         """Whether the decision on `call_id` was an approval."""

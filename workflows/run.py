@@ -31,8 +31,10 @@ from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
 from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
 from towline.tools import Tool
 
-__all__ = ["Run", "RunView", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS", "ATTRIBUTE_SECONDS", "oversize",
-           "run_payload_limit", "start_counters", "check_state_fits"]
+from .waiting import DECISIONS_MEMO, WAITING_MEMO, ApprovalState, pending_lines, trail_memo
+
+__all__ = ["Run", "DECISIONS_MEMO", "WAITING_MEMO", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS",
+           "ATTRIBUTE_SECONDS", "oversize", "run_payload_limit", "start_counters", "check_state_fits"]
 
 ATTRIBUTE_STEPS = 10
 """Between status changes, the Int search attributes (engine 2) and, engine 4 on, the memo
@@ -82,22 +84,6 @@ def check_state_fits(state: Mapping[str, Any], writers: Mapping[str, str]) -> No
         f"{writers[key]} wrote state key {key!r} ({sizes[key]} bytes): the run's state is over "
         f"the {run_payload_limit()}-byte payload limit. Keep large values out of run state (in "
         "a file or a store, with their reference in state)")
-
-
-@dataclass(frozen=True)
-class RunView:
-    """What hook code may read of a run (`current_run().agent_run`); changing it changes nothing."""
-
-    agent: Agent
-    """The running agent's definition."""
-    run_id: str
-    """The run's id (the first execution's workflow id)."""
-    counters: Counters
-    """The confirmed counters (frozen)."""
-    status: str
-    """running, waiting, succeeded or failed."""
-    state: dict[str, Any]
-    """A copy of the committed contributed state."""
 
 
 def _is_returns(message: Message) -> bool:
@@ -159,6 +145,11 @@ class Run:
     is written with the search attributes, when they are due (`confirm`)."""
     _header: tuple[Counters, Payload] | None = field(default=None, repr=False)
     """Engine 4: the counters of the last header and its payload."""
+    waiting_for: str | None = None
+    """Engine 4: what a waiting run waits for: approval, tool_result (a client tool's) or
+    message (a session's next); memo `towline.waiting` while it waits."""
+    hitl: ApprovalState = field(default_factory=lambda: ApprovalState())
+    """Engine 4: the run's approval policy, remembered decisions and audit trail."""
 
     def __post_init__(self) -> None:
         if not self.tools:
@@ -248,6 +239,10 @@ class Run:
         if state_changed:  # one command with the counters
             memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
             self.recorded_state = copy.deepcopy(self.state)
+        if due:  # engine 4: the trail and the waiting reason follow the ledger memo's cadence
+            waiting = self.waiting_for if self.status == "waiting" else None
+            trail, self.hitl.recorded = trail_memo(self.hitl, waiting)
+            memo.update(trail)
         if memo:
             workflow.upsert_memo(memo)
         if due:
@@ -309,7 +304,9 @@ class Run:
         if c.cost_micros is not None:
             lines.append(f"- cost {format_cost(c.cost_micros, c.unpriced_requests)}")
         if self.pending_approvals:
-            lines.append(f"- waiting for approval: {', '.join(sorted(self.pending_approvals))}")
+            lines.extend(pending_lines(self.pending_approvals))
+        elif self.status == "waiting" and self.waiting_for == "message":
+            lines.append("- waiting for the next message (`towline send`)")
         if self.lineage_details:
             lines.append(self.lineage_details)
         return "\n".join(lines)
@@ -321,6 +318,8 @@ class Run:
             memo[FORKED_FROM_MEMO] = self.lineage
         if self.record_state and self.state:
             memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
+        if self.hitl.total:
+            memo[DECISIONS_MEMO] = {"total": self.hitl.total, "entries": self.hitl.audit}
         return memo
 
     def close_unpaired(self, reason: str) -> None:

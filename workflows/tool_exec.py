@@ -28,6 +28,7 @@ from towline.errors import (
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
+    ToolResponded,
     ToolRetriesExhausted,
     UncertainToolEffect,
     UsageLimitExceeded,
@@ -224,6 +225,9 @@ async def _before_hooks(
                                          call.model_copy(deep=True))
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
+            return None
+        except ToolResponded as e:  # engine 4: a reviewer's answer is the call's return
+            batch.record(i, "succeeded", e.result)
             return None
         except Exception as e:
             if is_runtime_failure(e):

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         fleet,
         mcp,
         replay,
+        review,
         run,
         runs,
         serve,
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"towline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (server, run, show, watch, runs, steer, replay, codec, mcp, timetravel, evaluate,
+    for module in (server, run, show, watch, runs, steer, review, replay, codec, mcp, timetravel, evaluate,
                    fleet, serve):
         module.register(sub)
     return finish(parser)

@@ -34,6 +34,7 @@ from towline.cli.runstate import (
     cost_micros,
     describe_run,
     memo_counters,
+    memo_json,
     oldest_first,
     pending_from_state,
     query_state,
@@ -42,6 +43,7 @@ from towline.cli.runstate import (
     workers_polling,
 )
 from towline.results import Counters
+from towline.workflows.waiting import WAITING_MEMO
 
 __all__ = [
     "STATUSES",
@@ -119,6 +121,8 @@ class RunRow:
     task_queue: str
     agent_version: str | None = None
     """The version of the agent definition the run started with (None: before versions)."""
+    waiting_for: str | None = None
+    """What a waiting run waits for: approval, tool_result (a client's) or message."""
 
     @classmethod
     async def of(cls, execution: WorkflowExecution, codec: PayloadCodec | None,
@@ -144,6 +148,7 @@ class RunRow:
             started=execution.start_time, closed=execution.close_time,
             task_queue=execution.task_queue,
             agent_version=found.get("TowlineAgentVersion") or (counters and counters.agent_version),
+            waiting_for=await _waiting_for(execution),
         )
 
     @property
@@ -168,7 +173,21 @@ class RunRow:
             "closed": self.closed.isoformat() if self.closed else None,
             "duration_seconds": round(took.total_seconds(), 3) if took is not None else None,
             "task_queue": self.task_queue, "agent_version": self.agent_version,
+            "waiting_for": self.waiting_for,
         }
+
+    @property
+    def shown_status(self) -> str:
+        """The status as `towline runs` prints it: `waiting` says what for."""
+        return f"waiting: {self.waiting_for}" if self.status == "waiting" and self.waiting_for \
+            else self.status
+
+
+async def _waiting_for(execution: WorkflowExecution) -> str | None:
+    if execution.close_time is not None or WAITING_MEMO not in execution.raw_info.memo.fields:
+        return None
+    value = await memo_json(execution, WAITING_MEMO)
+    return value if isinstance(value, str) else None
 
 
 async def _executions(client: Client, query: str, limit: int) -> list[WorkflowExecution]:
@@ -253,6 +272,8 @@ class PendingScan:
     """Pending approvals across runs, and the waiting runs that did not answer."""
 
     calls: list[PendingApproval] = field(default_factory=list[PendingApproval])
+    remembered: list[tuple[str, dict[str, Any]]] = field(default_factory=list[tuple[str, dict[str, Any]]])
+    """(workflow id, remembered decision) of the runs read."""
     unanswered: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     """(workflow id, why) of waiting runs whose `state` query got no answer."""
 
@@ -265,21 +286,23 @@ async def pending_approvals(client: Client, query: str, limit: int) -> PendingSc
     polled = dict(zip(queues, await _each(queues, lambda q: workers_polling(client, q, now)),
                       strict=True))
 
-    async def read(execution: WorkflowExecution) -> list[PendingApproval] | tuple[str, str]:
+    async def read(execution: WorkflowExecution) -> dict[str, Any] | tuple[str, str]:
         if polled[execution.task_queue] is False:  # a query would only time out
             return (execution.id, f"no worker is polling task queue {execution.task_queue!r}")
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         state = await query_state(handle)
         if isinstance(state, str):
             return (execution.id, state)
-        return pending_from_state(execution.id, state)
+        return {"id": execution.id, **state}
 
     scan = PendingScan()
     for got in await _each(waiting, read):
         if isinstance(got, tuple):
             scan.unanswered.append(got)
         else:
-            scan.calls.extend(got)
+            scan.calls.extend(pending_from_state(got["id"], got))
+            remembered: list[dict[str, Any]] = got.get("remembered") or []
+            scan.remembered.extend((got["id"], r) for r in remembered)
     scan.calls.sort(key=oldest_first)
     del scan.calls[limit:]
     return scan

@@ -12,6 +12,7 @@ run by a moment; the tables are rendered here (`towline.cli.render`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -42,7 +43,7 @@ def runs_lines(rows: list[RunRow], now: datetime) -> list[str]:
     headers = ("WORKFLOW ID", "AGENT", "STATUS", "STEP", "TOOL CALLS", "TOKENS", "COST",
                "STARTED", "DURATION", "VERSION")
     return table(headers, [
-        (r.workflow_id, r.agent or "-", r.status, _num(r.run_step), _num(r.tool_calls),
+        (r.workflow_id, r.agent or "-", r.shown_status, _num(r.run_step), _num(r.tool_calls),
          _num(r.total_tokens), money(r.cost_micros), when(r.started), duration(r.duration(now)),
          r.agent_version or "-")
         for r in rows
@@ -70,11 +71,17 @@ def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
 
 def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
     """The `towline pending` table (longest-waiting first)."""
-    return table(("WORKFLOW ID", "CALL ID", "TOOL", "ARGUMENTS", "WAITING"), [
-        (p.workflow_id, p.call_id, p.tool_name, arguments(p.args, 60),
-         duration(p.waited(now)))
+    lines = table(("WORKFLOW ID", "#", "CALL ID", "TOOL", "ARGUMENTS", "FOR", "WAITING", "DIGEST"), [
+        (p.workflow_id, "-" if p.index is None else str(p.index), p.call_id, p.tool_name,
+         arguments(p.args, 60), "result" if p.kind == "client" else "approval",
+         duration(p.waited(now)), p.digest or "-")
         for p in scan.calls
     ])
+    for workflow_id, r in scan.remembered:
+        pattern = f" where {json.dumps(r['pattern'])}" if r.get("pattern") else ""
+        lines.append(f"{workflow_id}: remembered for the {r.get('scope')}: {r.get('kind')} "
+                     f"{r.get('tool')}{pattern}" + (f" (by {r['by']})" if r.get("by") else ""))
+    return lines
 
 
 async def runs_command(args: Any) -> int:
@@ -113,12 +120,14 @@ async def pending_command(args: Any) -> int:
     for workflow_id, why in scan.unanswered:
         print(f"note: no answer from run {workflow_id!r}: {why}", file=sys.stderr)
     if args.json:
-        print_json([p.to_json(now) for p in scan.calls])
-    elif not scan.calls:
+        print_json([p.to_json(now) for p in scan.calls]
+                   + [{"workflow_id": w, "remembered": r} for w, r in scan.remembered])
+    elif not scan.calls and not scan.remembered:
         print("No tool calls are waiting for approval.")
     else:
         print("\n".join(pending_lines(scan, now)))
-        print("\nDecide with: towline approve WORKFLOW_ID CALL_ID  (or towline reject ...)")
+        print("\nDecide with: towline approve WORKFLOW_ID [#|CALL_ID] (or reject, edit --args "
+              "JSON, respond --result JSON; --all for every call of a run)")
     return 0
 
 

@@ -43,14 +43,16 @@ from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
 from towline.results import Counters, RunResult
+from towline.review import PendingCall, calls_in_state
 from towline.runtime.ledger import MEMO_KEY, decode_counters
 from towline.timetravel.lineage import ForkedFrom, lineage_in
+from towline.workflows.waiting import DECISIONS_MEMO, WAITING_MEMO
 
 __all__ = [
     "COST_ATTRIBUTE", "QUERY_TIMEOUT", "POLLER_FRESH", "attributes", "status_name",
     "PendingApproval", "pending_from_state", "oldest_first", "TaskFailure", "task_failure",
     "query_state", "describe_run", "memo_counters", "cost_micros", "agent_name",
-    "workers_polling", "RunDetails", "read_run",
+    "workers_polling", "RunDetails", "read_run", "memo_json",
 ]
 
 COST_ATTRIBUTE = "TowlineCostMicros"
@@ -82,55 +84,16 @@ def status_name(status: WorkflowExecutionStatus | None, towline_status: str | No
     }.get(status, status.name.lower())
 
 
-@dataclass(frozen=True)
-class PendingApproval:
-    """A tool call waiting for `towline approve` / `towline reject`."""
-
-    workflow_id: str
-    call_id: str
-    tool_name: str
-    args: dict[str, Any]
-    run_step: int | None
-    requested_at: datetime | None
-    """Workflow time at which the run asked (absent in runs recorded before it was kept)."""
-
-    def waited(self, now: datetime) -> timedelta | None:
-        """How long the call has waited by `now`."""
-        return None if self.requested_at is None else max(now - self.requested_at, timedelta())
-
-    def to_json(self, now: datetime) -> dict[str, Any]:
-        """The JSON form of `--json` output."""
-        waited = self.waited(now)
-        return {
-            "workflow_id": self.workflow_id, "call_id": self.call_id, "tool_name": self.tool_name,
-            "args": self.args, "run_step": self.run_step,
-            "requested_at": self.requested_at.isoformat() if self.requested_at else None,
-            "waited_seconds": round(waited.total_seconds(), 3) if waited is not None else None,
-        }
+PendingApproval = PendingCall
+"""A call waiting for a decision or a client's result (`towline.review.PendingCall`)."""
 
 
-def _instant(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
+def pending_from_state(workflow_id: str, state: dict[str, Any]) -> list[PendingCall]:
+    """The pending calls of a `state` query answer, oldest request first."""
+    return sorted(calls_in_state(workflow_id, state), key=oldest_first)
 
 
-def pending_from_state(workflow_id: str, state: dict[str, Any]) -> list[PendingApproval]:
-    """The pending approvals of a `state` query answer, oldest request first."""
-    pending: dict[str, dict[str, Any]] = state.get("pending_approvals") or {}
-    found = [
-        PendingApproval(
-            workflow_id=workflow_id, call_id=call_id, tool_name=str(info.get("tool_name")),
-            args=dict(info.get("args") or {}), run_step=info.get("run_step"),
-            requested_at=_instant(info.get("requested_at")),
-        )
-        for call_id, info in pending.items()
-    ]
-    return sorted(found, key=oldest_first)
-
-
-def oldest_first(p: PendingApproval) -> tuple[bool, float]:
+def oldest_first(p: PendingCall) -> tuple[bool, float]:
     """Sort key: the longest-waiting call first, calls of unknown age last."""
     return (p.requested_at is None, p.requested_at.timestamp() if p.requested_at else 0.0)
 
@@ -168,11 +131,12 @@ async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> Ta
     return TaskFailure(attempt=pending.attempt, since=since, message=message, cause=cause)
 
 
-async def query_state(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | str:
+async def query_state(handle: WorkflowHandle[Any, Any],
+                      timeout: timedelta = QUERY_TIMEOUT) -> dict[str, Any] | str:
     """The run's `state` query answer, or why there is none (no worker, a failing replay)."""
     try:
         state: dict[str, Any] = await asyncio.wait_for(
-            handle.query("state", rpc_timeout=QUERY_TIMEOUT), QUERY_TIMEOUT.total_seconds() + 2
+            handle.query("state", rpc_timeout=timeout), timeout.total_seconds() + 2
         )
     except (RPCError, WorkflowQueryFailedError, TimeoutError) as e:
         return f"the state query got no answer ({one_line(e, 200) or 'no worker answered'})"
@@ -253,6 +217,14 @@ async def memo_counters(
         return None
 
 
+async def memo_json(execution: WorkflowExecution, key: str) -> Any:
+    """A JSON memo value of a listed or described run (None when absent or unreadable)."""
+    try:
+        return await execution.memo_value(key, None)
+    except Exception:  # noqa: BLE001 - an unreadable memo (encrypted, no codec) is shown as absent
+        return None
+
+
 def cost_micros(found: dict[str, Any], counters: Counters | None) -> int | None:
     """Spend in millionths of a US dollar: the ledger's field, else the search attribute.
 
@@ -287,7 +259,11 @@ class RunDetails:
     """The visible counters (memo `towline.counters`), which `counters` may be ahead of."""
     usage: Usage | None = None
     messages: list[Message] | None = None
-    pending: list[PendingApproval] = field(default_factory=list[PendingApproval])
+    pending: list[PendingCall] = field(default_factory=list[PendingCall])
+    approvals: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The audit trail (`decisions`, `decisions_total`), `remembered` decisions and `policy`."""
+    waiting_for: str | None = None
+    """What a waiting run waits for: approval, tool_result or message."""
     failure: tuple[str, str] | None = None
     """(reason, message) of a failed run."""
     output: Any = None
@@ -310,6 +286,11 @@ class RunDetails:
             "memo_counters": self.memo.model_dump(mode="json") if self.memo else None,
             "usage": self.usage.model_dump(mode="json") if self.usage else None,
             "pending_approvals": [p.to_json(now) for p in self.pending],
+            "waiting_for": self.waiting_for,
+            "decisions": self.approvals.get("decisions") or [],
+            "decisions_total": self.approvals.get("decisions_total") or 0,
+            "remembered": self.approvals.get("remembered") or [],
+            "policy": self.approvals.get("policy") or {},
             "failure": ({"reason": self.failure[0], "message": self.failure[1]}
                         if self.failure else None),
             "output": self.output,
@@ -336,6 +317,9 @@ async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -
         details.usage = Usage.model_validate(state["usage"])
     details.status = status_name(WorkflowExecutionStatus.RUNNING, state.get("status"))
     details.pending = pending_from_state(handle.id, state)
+    details.waiting_for = state.get("waiting_for")
+    details.approvals = {k: state[k] for k in ("decisions", "decisions_total", "remembered", "policy")
+                         if k in state}
 
 
 async def _read_completed(details: RunDetails, client: Client, desc: WorkflowExecutionDescription) -> None:
@@ -373,6 +357,12 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         forked_from=lineage_in(desc.raw_info.memo.fields),
     )
     details.cost_micros = cost_micros(found, details.counters)
+    trail = await memo_json(desc, DECISIONS_MEMO)
+    if isinstance(trail, dict):  # the audit trail as the history last recorded it
+        details.approvals = {"decisions": trail.get("entries") or [],  # pyright: ignore[reportUnknownMemberType]
+                             "decisions_total": trail.get("total") or 0}  # pyright: ignore[reportUnknownMemberType]
+    waiting = await memo_json(desc, WAITING_MEMO)
+    details.waiting_for = waiting if isinstance(waiting, str) else None
     if desc.status == WorkflowExecutionStatus.RUNNING:
         details.stuck = await task_failure(client, desc)
         await _read_running(details, handle)

@@ -33,7 +33,7 @@ from towline.runtime.ledger import format_cost
 from towline.telemetry.actions import ActionCount, billable_actions
 from towline.testing import execution_histories
 
-__all__ = ["show_lines", "show_command", "register"]
+__all__ = ["show_lines", "show_command", "register", "decision_lines", "audit_line"]
 
 
 def show_lines(details: RunDetails, now: datetime, url: str | None, *,
@@ -78,11 +78,18 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
     memo = memo_line(d.memo, d.counters) if d.execution_status == "RUNNING" else None
     if memo is not None:
         out.append(memo)
+    if d.execution_status == "RUNNING" and d.waiting_for:
+        out.append(f"Waiting   for {d.waiting_for}")
     for p in d.pending:
         waited = p.waited(now)
         since = f"  waiting {duration(waited)}" if waited is not None else ""
-        out.append(f"Waiting for approval: {format_call(p.tool_name, p.args)}  call id {p.call_id}"
-                   f"{since}  (towline approve {d.workflow_id} {p.call_id})")
+        index = f"  #{p.index} digest {p.digest}" if p.index is not None else ""
+        what = "a client's result" if p.kind == "client" else "approval"
+        hint = (f"towline respond {d.workflow_id} {p.call_id} --result JSON"
+                if p.kind == "client" else f"towline approve {d.workflow_id} {p.call_id}")
+        out.append(f"Waiting for {what}: {format_call(p.tool_name, p.args)}  call id "
+                   f"{p.call_id}{since}{index}  ({hint})")
+    out.extend(decision_lines(d.approvals))
     out.extend(d.notes)
     if d.has_output:
         output = d.output
@@ -92,6 +99,65 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
         out.append("Conversation:")
         out.extend(conversation_lines(d.messages, thinking=thinking) or ["  (empty)"])
     return out
+
+
+def decision_lines(approvals: dict[str, Any]) -> list[str]:
+    """The audit trail and remembered decisions, as `towline show` prints them."""
+    entries: list[dict[str, Any]] = approvals.get("decisions") or []
+    total: int = approvals.get("decisions_total") or len(entries)
+    out: list[str] = []
+    if entries:
+        earlier = f" (the newest {len(entries)} of {total})" if total > len(entries) else ""
+        out.append(f"Decisions{earlier}:")
+        out.extend("  " + audit_line(e) for e in entries)
+    remembered: list[dict[str, Any]] = approvals.get("remembered") or []
+    for r in remembered:
+        pattern = f" where {json.dumps(r['pattern'])}" if r.get("pattern") else ""
+        out.append(f"Remembered for the {r.get('scope')}: {r.get('kind')} {r.get('tool')}{pattern}"
+                   + (f" (by {r['by']})" if r.get("by") else ""))
+    return out
+
+
+def audit_line(e: dict[str, Any]) -> str:
+    """One audit entry: when, what, which call, who (or which rule), why, the digest."""
+    if e.get("decision") == "policy":
+        what = f"policy changed: rules {json.dumps(e.get('rules') or {})}"
+        if e.get("default"):
+            what += f", default {e['default']}"
+    else:
+        what = f"{e.get('decision')} {e.get('tool')} call {e.get('call_id')} (step {e.get('step')})"
+        if e.get("args") is not None:
+            what += f": args {json.dumps(e.get('original_args'))} -> {json.dumps(e['args'])}"
+        if "result" in e:
+            what += f": result {json.dumps(e['result'], default=str)[:80]}"
+    who = {"person": "by a person", "rule": "by the agent's rule", "policy": "by the run's policy",
+           "default": "by the default rule", "remembered": "as remembered",
+           "timeout": "on timeout", "client": "by the client"}.get(str(e.get("source")),
+                                                                  str(e.get("source")))
+    if e.get("by"):
+        who += f" {e['by']}"
+    if e.get("identity"):
+        who += f" ({e['identity']})"
+    tail = "".join(f"  {k} {e[k]}" for k in ("reason", "digest") if e.get(k))
+    return f"{e.get('at', '')}  {what}  {who}{tail}"
+
+
+async def with_identities(client: Any, details: RunDetails, histories: list[Any]) -> None:
+    """Name each person's decision by the identity its update was sent with (the history's
+    UpdateAccepted event), which the run itself cannot see."""
+    entries: list[dict[str, Any]] = details.approvals.get("decisions") or []
+    if not any(e.get("update_id") for e in entries):
+        return
+    identity: dict[str, str] = {}
+    for history in histories:
+        for event in history.events:
+            if event.HasField("workflow_execution_update_accepted_event_attributes"):
+                req = event.workflow_execution_update_accepted_event_attributes.accepted_request
+                identity[req.meta.update_id] = req.meta.identity
+    for e in entries:
+        found = identity.get(str(e.get("update_id")))
+        if found:
+            e["identity"] = found
 
 
 async def show_command(args: Any) -> int:
@@ -114,6 +180,7 @@ async def show_command(args: Any) -> int:
     if details.execution_status == "RUNNING" and chain:
         confirmed = await confirmed_in(client, chain[-1].events)
         details.counters = confirmed or details.counters
+    await with_identities(client, details, chain)
     if args.json:
         print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
     else:

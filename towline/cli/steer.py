@@ -1,6 +1,7 @@
-"""`towline approve`, `reject`, `send` and `cancel`: steer a live run by workflow id.
+"""`towline send` and `cancel`: steer a live run by workflow id (and the helpers the decision
+commands of `towline.cli.review` share).
 
-`approve`/`reject`/`send` are workflow updates: a worker must apply them. Before
+`send` and the decisions are workflow updates: a worker must apply them. Before
 sending one the command checks that some worker polls the run's task queue (so
 "nobody is there" is said at once, not after a timeout), then waits for the
 worker to accept it (`--wait`); `send` then waits for the run's answer unless
@@ -34,13 +35,14 @@ from towline.cli.args import Subcommands, add_json, command
 from towline.cli.common import CliError, connected, one_line
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 
-__all__ = ["decision_command", "send_command", "cancel_command", "register"]
+__all__ = ["send_command", "cancel_command", "register", "live_run", "require_worker",
+           "accepted_update", "refused", "start_hint", "ACCEPT_WAIT", "wait_option"]
 
 ACCEPT_WAIT = 30.0
 """Default seconds to wait for a worker to accept an update."""
 
 
-async def _live(client: Client, workflow_id: str, what: str) -> tuple[
+async def live_run(client: Client, workflow_id: str, what: str) -> tuple[
         WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
     """The handle and description of a live run; `CliError` if it is gone or has ended."""
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
@@ -51,27 +53,27 @@ async def _live(client: Client, workflow_id: str, what: str) -> tuple[
     return handle, desc
 
 
-async def _start_hint(client: Client, desc: WorkflowExecutionDescription) -> str:
+async def start_hint(client: Client, desc: WorkflowExecutionDescription) -> str:
     agent = await agent_name(client, desc)
     who = f"agent {agent!r}" if agent else "its agent"
     return (f"start a worker for {who} on task queue {desc.task_queue!r}: towline worker --agent "
             f"MODULE:ATTR --task-queue {desc.task_queue} (or towline dev --agent MODULE:ATTR)")
 
 
-async def _require_worker(client: Client, desc: WorkflowExecutionDescription, what: str) -> None:
+async def require_worker(client: Client, desc: WorkflowExecutionDescription, what: str) -> None:
     """Fail at once when no worker polls the run's task queue (an update would only time out)."""
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         raise CliError(f"no worker is polling task queue {desc.task_queue!r}, so nothing can "
-                       f"apply the {what}; {await _start_hint(client, desc)}")
+                       f"apply the {what}; {await start_hint(client, desc)}")
 
 
-def _refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliError:
+def refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliError:
     cause = e.cause
     reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
     return CliError(f"{name} refused by run {workflow_id!r}: {one_line(reason)}")
 
 
-async def _accepted(
+async def accepted_update(
     client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
     name: str, arg: Any, wait: float,
 ) -> WorkflowUpdateHandle[Any]:
@@ -80,7 +82,7 @@ async def _accepted(
         update: WorkflowUpdateHandle[Any] = await asyncio.wait_for(
             handle.start_update(name, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)  # pyright: ignore[reportUnknownMemberType]
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        hint = await _start_hint(client, desc)
+        hint = await start_hint(client, desc)
         raise CliError(f"no worker answered the {name} within {wait:g}s (is the worker for run "
                        f"{handle.id!r} stopped or overloaded?); {hint}") from None
     except RPCError as e:
@@ -90,29 +92,10 @@ async def _accepted(
     try:  # a rejection (validator) comes back with its outcome already known
         await asyncio.wait_for(update.result(), 0.2)
     except WorkflowUpdateFailedError as e:
-        raise _refused(name, handle.id, e) from None
+        raise refused(name, handle.id, e) from None
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         pass  # accepted, still running
     return update
-
-
-async def decision_command(args: Any) -> int:
-    """`towline approve|reject WORKFLOW_ID CALL_ID`: execute the workflow's update."""
-    from towline.workflows import ApprovalDecision
-
-    name: str = args.command
-    client, _ = await connected(args)
-    handle, desc = await _live(client, args.workflow_id, name)
-    await _require_worker(client, desc, name)
-    decision = ApprovalDecision(call_id=args.call_id, reason=args.reason)
-    update = await _accepted(client, handle, desc, name, decision, args.wait)
-    try:
-        await update.result()
-    except WorkflowUpdateFailedError as e:
-        raise _refused(name, handle.id, e) from None
-    done = "approved" if name == "approve" else "rejected"
-    print(f"{done} tool call {args.call_id} in run {args.workflow_id}")
-    return 0
 
 
 async def send_command(args: Any) -> int:
@@ -122,9 +105,9 @@ async def send_command(args: Any) -> int:
     if not args.message.strip():
         raise CliError("the message is empty", 2)
     client, _ = await connected(args)
-    handle, desc = await _live(client, args.workflow_id, "send to")
-    await _require_worker(client, desc, "send")
-    update = await _accepted(client, handle, desc, "send", SendInput(content=args.message),
+    handle, desc = await live_run(client, args.workflow_id, "send to")
+    await require_worker(client, desc, "send")
+    update = await accepted_update(client, handle, desc, "send", SendInput(content=args.message),
                              args.wait)
     if args.no_wait:
         print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
@@ -133,7 +116,7 @@ async def send_command(args: Any) -> int:
     try:
         answer: Any = await update.result()
     except WorkflowUpdateFailedError as e:
-        raise _refused("send", handle.id, e) from None
+        raise refused("send", handle.id, e) from None
     if args.json:
         print(json.dumps(answer, indent=2, ensure_ascii=False))
     elif isinstance(answer, str):
@@ -146,7 +129,7 @@ async def send_command(args: Any) -> int:
 async def cancel_command(args: Any) -> int:
     """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
     client, _ = await connected(args)
-    handle, desc = await _live(client, args.workflow_id, "cancel")
+    handle, desc = await live_run(client, args.workflow_id, "cancel")
     try:
         await handle.signal("cancel")
     except RPCError as e:
@@ -157,26 +140,17 @@ async def cancel_command(args: Any) -> int:
           "next step (at once if it is waiting)")
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         print(f"note: no worker is polling task queue {desc.task_queue!r}; the run ends when one "
-              f"does ({await _start_hint(client, desc)})", file=sys.stderr)
+              f"does ({await start_hint(client, desc)})", file=sys.stderr)
     return 0
 
 
-def _wait(p: argparse.ArgumentParser) -> None:
+def wait_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", type=float, default=ACCEPT_WAIT, metavar="SECONDS",
                    help=f"how long to wait for a worker to accept it (default: {ACCEPT_WAIT:g})")
 
 
 def register(sub: Subcommands) -> None:
-    """`towline approve`, `reject`, `send` and `cancel`."""
-    for name in ("approve", "reject"):
-        p = command(sub, name, decision_command, help=f"{name} a tool call waiting for approval",
-                    description=f"Execute the `{name}` update of a run whose tool call waits for "
-                    "approval (`towline pending` lists them with their call ids).")
-        p.add_argument("workflow_id", metavar="WORKFLOW_ID")
-        p.add_argument("call_id", metavar="CALL_ID")
-        p.add_argument("--reason", help="recorded with the decision (told to the model on reject)")
-        _wait(p)
-
+    """`towline send` and `cancel`."""
     p = command(sub, "send", send_command,
                 help="send the next user message to a session and print the answer",
                 description="Execute the `send` update of a session (a run started with `towline "
@@ -187,7 +161,7 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--no-wait", action="store_true",
                    help="return once the run accepted the message, without waiting for the answer")
     add_json(p, "print the answer as JSON")
-    _wait(p)
+    wait_option(p)
 
     p = command(sub, "cancel", cancel_command, help="cancel a run (the `cancel` signal)",
                 description="Send the `cancel` signal: the run ends with reason Cancelled at its "

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "agent_version", "describe_agent", "describe_capability", "is_frozen", "VERSION_LENGTH",
+    "ADDED_OPTION",
 ]
 
 VERSION_LENGTH = 12
@@ -117,13 +118,29 @@ def _qualified(obj: Any) -> str:
 def _fields(obj: Any, depth: int) -> dict[str, Any]:
     """The configuration of an object: dataclass fields, a pydantic model's, or its attributes."""
     if dataclasses.is_dataclass(obj):
-        names = [f.name for f in dataclasses.fields(obj)]
+        # A field added to a capability later, marked `ADDED_OPTION`, counts only once it is
+        # set: agents that do not use it keep their version (and their runs keep replaying).
+        names = [f.name for f in dataclasses.fields(obj)
+                 if not (f.metadata.get(ADDED_OPTION) and getattr(obj, f.name) == _default(f))]
     elif isinstance(obj, BaseModel):
         names = list(type(obj).model_fields)
     else:
         attributes: dict[str, Any] = dict(getattr(obj, "__dict__", None) or {})
         names = [k for k in attributes if not k.startswith("_")]
     return {name: _value(getattr(obj, name, None), depth + 1) for name in names}
+
+
+ADDED_OPTION = "towline.added_option"
+"""Field metadata of a capability option added after agents that lack it recorded their
+version: left out of the description while it has its default."""
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
 
 
 def _value(value: Any, depth: int) -> Any:

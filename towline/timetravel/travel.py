@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import ResetReapplyExcludeType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
@@ -261,6 +262,9 @@ async def reset(
         reason=reason or f"towline reset to step {to_step}",
         workflow_task_finish_event_id=plan.event_id,
         request_id=str(uuid.uuid4()), identity=client.identity,
+        # Updates after the reset point (decisions, messages) belong to the abandoned branch:
+        # an approval is used up by the execution it allowed, so the new branch asks anew.
+        reset_reapply_exclude_types=[ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE],
     )
     try:
         response = await client.workflow_service.reset_workflow_execution(request)

@@ -1,0 +1,235 @@
+"""Deciding, from Python, the calls of a live run that wait for a person or a client.
+
+Every helper reads the run's `state` query first, so each decision names the call by id and
+by the digest of the call it was made for (a call that changed since is refused by the run),
+and takes the call in any short form a person types (`pick`). They send the run's updates
+(`decide`, `tool_result`, `set_policy`), so a worker must be polling the run's task queue.
+
+    from towline.review import approve, edit, pending, respond
+
+    calls = await pending(handle)             # what waits, with digests and indexes
+    await approve(handle)                     # the one call waiting
+    await edit(handle, "2", {"amount": 5})    # the call shown as #2, with other arguments
+    await respond(handle, "call_ab", "no")    # a prefix of its id; the tool does not run
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from temporalio.client import WorkflowHandle
+
+__all__ = ["PendingCall", "calls_in_state", "pending", "pick", "decide", "approve", "reject", "edit", "respond",
+           "approve_all", "reject_all", "set_policy", "tool_result", "CallNotFound"]
+
+Scope = Literal["run", "session"]
+
+
+class CallNotFound(ValueError):
+    """No pending call answers to the reference given (or more than one does)."""
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A call waiting for a decision (kind `approval`) or a client's result (kind `client`)."""
+
+    workflow_id: str
+    call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    run_step: int | None
+    digest: str | None
+    """What a decision names (None: a run started before digests)."""
+    index: int | None
+    """The short number `towline pending` shows (#1, #2, ...)."""
+    kind: str = "approval"
+    decisions: tuple[str, ...] = ("approve", "reject")
+    requested_at: datetime | None = None
+    """Workflow time at which the run asked (absent in runs recorded before it was kept)."""
+    expires_at: datetime | None = None
+    """When the wait times out (None: it does not)."""
+
+    def waited(self, now: datetime) -> timedelta | None:
+        """How long the call has waited by `now`."""
+        return None if self.requested_at is None else max(now - self.requested_at, timedelta())
+
+    def to_json(self, now: datetime | None = None) -> dict[str, Any]:
+        """The JSON form (`towline pending --json`; with `now`, how long it has waited)."""
+        waited = self.waited(now) if now is not None else None
+        return {"workflow_id": self.workflow_id, "call_id": self.call_id,
+                "tool_name": self.tool_name, "args": self.args, "run_step": self.run_step,
+                "digest": self.digest, "index": self.index, "kind": self.kind,
+                "decisions": list(self.decisions),
+                "requested_at": self.requested_at.isoformat() if self.requested_at else None,
+                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+                "waited_seconds": round(waited.total_seconds(), 3) if waited is not None else None}
+
+
+def _instant(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def calls_in_state(workflow_id: str, state: Mapping[str, Any]) -> list[PendingCall]:
+    """The pending calls of a `state` query answer, in the order they were asked."""
+    raw: Mapping[str, Any] = state.get("pending_approvals") or {}
+    found = [PendingCall(
+        workflow_id=workflow_id, call_id=call_id, tool_name=str(info.get("tool_name")),
+        args=dict(info.get("args") or {}), run_step=info.get("run_step"),
+        digest=info.get("digest"), index=info.get("index"), kind=str(info.get("kind") or "approval"),
+        decisions=tuple(info.get("decisions") or ("approve", "reject")),
+        requested_at=_instant(info.get("requested_at")), expires_at=_instant(info.get("expires_at")),
+    ) for call_id, info in raw.items()]
+    return sorted(found, key=lambda c: (c.index is None, c.index or 0, c.call_id))
+
+
+async def pending(handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
+    """What the run's calls wait for now (its `state` query)."""
+    state: dict[str, Any] = await handle.query("state")
+    return calls_in_state(handle.id, state)
+
+
+def pick(calls: Sequence[PendingCall], ref: str | int | None) -> PendingCall:
+    """The call `ref` names: its id, its index (`3` or `#3`), a unique prefix of its id, or
+    nothing when exactly one call is pending."""
+    if ref is None or ref == "":
+        if len(calls) == 1:
+            return calls[0]
+        raise CallNotFound("no call is waiting" if not calls else
+                           f"{len(calls)} calls are waiting: name one ("
+                           + ", ".join(f"#{c.index} {c.call_id}" for c in calls) + ")")
+    text = str(ref)
+    for c in calls:
+        if c.call_id == text:
+            return c
+    number = text.removeprefix("#")
+    if number.isdigit():
+        for c in calls:
+            if c.index == int(number):
+                return c
+    found = [c for c in calls if c.call_id.startswith(text)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise CallNotFound(f"{text!r} is the start of {len(found)} call ids: "
+                           + ", ".join(c.call_id for c in found))
+    waiting = ", ".join(f"#{c.index} {c.call_id}" if c.index is not None else c.call_id
+                        for c in calls) or "none"
+    raise CallNotFound(f"no tool call {text!r} is waiting for approval (waiting: {waiting})")
+
+
+def decision(call: PendingCall, kind: str, *, reason: str | None = None,
+             args: Mapping[str, Any] | None = None, result: Any = None,
+             remember: Scope | None = None, pattern: Mapping[str, Any] | None = None) -> Any:
+    """The `Decision` of `kind` for `call`, naming its digest."""
+    from towline.workflows import Decision
+
+    return Decision(kind=kind, call_id=call.call_id, digest=call.digest, reason=reason,  # pyright: ignore[reportArgumentType]
+                    args=dict(args) if args is not None else None, result=result,
+                    remember=remember, pattern=dict(pattern) if pattern is not None else None)
+
+
+async def decide(handle: WorkflowHandle[Any, Any], decisions: Sequence[Any], *,
+                 by: str | None = None) -> list[dict[str, Any]]:
+    """Send `Decision`s in one `decide` update (all applied, or none); their audit entries."""
+    from towline.workflows import Decisions
+
+    entries: list[dict[str, Any]] = await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+        "decide", Decisions(decisions=list(decisions), by=by))
+    return entries
+
+
+async def _one(handle: WorkflowHandle[Any, Any], call: str | int | None, kind: str, *,
+               by: str | None, **options: Any) -> dict[str, Any]:
+    target = pick(await pending(handle), call)
+    if target.kind == "client":
+        if kind != "respond":
+            raise CallNotFound(f"call {target.call_id} waits for a client tool's result: "
+                               "respond to it")
+        return await tool_result(handle, target.call_id, options.get("result"), by=by,
+                                 digest=target.digest)
+    [entry] = await decide(handle, [decision(target, kind, **options)], by=by)
+    return entry
+
+
+async def approve(handle: WorkflowHandle[Any, Any], call: str | int | None = None, *,
+                  reason: str | None = None, by: str | None = None, remember: Scope | None = None,
+                  pattern: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Approve a pending call (see `pick` for `call`); its audit entry."""
+    return await _one(handle, call, "approve", by=by, reason=reason, remember=remember,
+                      pattern=pattern)
+
+
+async def reject(handle: WorkflowHandle[Any, Any], call: str | int | None = None, *,
+                 reason: str | None = None, by: str | None = None, remember: Scope | None = None,
+                 pattern: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Reject a pending call: it is recorded `denied` and the model is told `reason`."""
+    return await _one(handle, call, "reject", by=by, reason=reason, remember=remember,
+                      pattern=pattern)
+
+
+async def edit(handle: WorkflowHandle[Any, Any], call: str | int | None, args: Mapping[str, Any], *,
+               reason: str | None = None, by: str | None = None, remember: Scope | None = None,
+               pattern: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Approve a pending call with other arguments (checked against the tool's schema)."""
+    return await _one(handle, call, "edit", by=by, reason=reason, args=args, remember=remember,
+                      pattern=pattern)
+
+
+async def respond(handle: WorkflowHandle[Any, Any], call: str | int | None, result: Any, *,
+                  reason: str | None = None, by: str | None = None, remember: Scope | None = None,
+                  pattern: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Give a pending call its return: a reviewer's answer (the tool does not run), or a client
+    tool's result."""
+    return await _one(handle, call, "respond", by=by, reason=reason, result=result,
+                      remember=remember, pattern=pattern)
+
+
+async def _all(handle: WorkflowHandle[Any, Any], kind: str, reason: str | None,
+               by: str | None) -> list[dict[str, Any]]:
+    calls = [c for c in await pending(handle) if c.kind == "approval"]
+    if not calls:
+        raise CallNotFound("no call is waiting for approval")
+    return await decide(handle, [decision(c, kind, reason=reason) for c in calls], by=by)
+
+
+async def approve_all(handle: WorkflowHandle[Any, Any], *, reason: str | None = None,
+                      by: str | None = None) -> list[dict[str, Any]]:
+    """Approve every call waiting for approval, at once."""
+    return await _all(handle, "approve", reason, by)
+
+
+async def reject_all(handle: WorkflowHandle[Any, Any], *, reason: str | None = None,
+                     by: str | None = None) -> list[dict[str, Any]]:
+    """Reject every call waiting for approval, at once."""
+    return await _all(handle, "reject", reason, by)
+
+
+async def tool_result(handle: WorkflowHandle[Any, Any], call_id: str, result: Any, *,
+                      by: str | None = None, digest: str | None = None) -> dict[str, Any]:
+    """Give a pending client tool call its result (the `tool_result` update)."""
+    from towline.workflows import ToolResultInput
+
+    arg = ToolResultInput(call_id=call_id, result=result, digest=digest, by=by)
+    await handle.execute_update("tool_result", arg)  # pyright: ignore[reportUnknownMemberType]
+    return {"call_id": call_id, "decision": "result"}
+
+
+async def set_policy(handle: WorkflowHandle[Any, Any], rules: Mapping[str, Any] | None = None, *,
+                     default: str | None = None, by: str | None = None,
+                     reason: str | None = None) -> dict[str, Any]:
+    """Change the run's approval rules while it runs (`set_policy`); the policy now in force.
+
+    `rules` maps tool names to "approve", "deny", "ask", `{"deny": "message"}` or None (back
+    to the agent's rule)."""
+    from towline.workflows import PolicyUpdate
+
+    update = PolicyUpdate.model_validate({"rules": dict(rules or {}), "default": default,
+                                          "by": by, "reason": reason})
+    policy: dict[str, Any] = await handle.execute_update("set_policy", update)  # pyright: ignore[reportUnknownMemberType]
+    return policy

@@ -1,0 +1,352 @@
+"""The human-in-the-loop updates of `AgentRun` and the gate `ToolApproval` calls (a base of it).
+
+Updates: `approve`, `reject`, `edit`, `respond`, `decide` (several at once), `set_policy`,
+`tool_result` (`decisions` has their arguments). Each validator refuses, changing nothing, a
+decision for a call that is not pending, already decided, or whose digest differs, a kind of
+decision the call's rule does not allow, edited arguments its tool's schema refuses and a
+response its output type refuses; a `decide` batch is applied whole or not at all. The
+handlers only record a `Resolution` and an audit entry: the waiting call (`approvals.wait_for`)
+acts on it in its own coroutine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from temporalio import workflow
+
+from towline.capabilities.approval_rules import RuleAnswer
+from towline.errors import ToolDenied, ToolResponded
+from towline.tools import ToolCall, ToolContext
+
+from .approvals import Resolution, audit, register, remembered_for, wait_for
+from .decision_checks import as_decision, check_decisions, decoded
+from .decisions import (
+    ApprovalDecision,
+    Decision,
+    Decisions,
+    EditDecision,
+    PolicyUpdate,
+    RespondDecision,
+    ToolResultInput,
+)
+from .hook_api import HookApi
+from .run import Run
+from .versions import at_least
+
+
+@runtime_checkable
+class ApprovalPolicy(Protocol):
+    """What the gate asks of a policy (`ToolApproval` is one)."""
+
+    @property
+    def timeout(self) -> timedelta | None:
+        """How long a call waits for a decision (None: indefinitely)."""
+        ...
+
+    def answer(self, tool: str, args: dict[str, Any], live: Mapping[str, Any]) -> RuleAnswer:
+        """The policy's answer for one call."""
+        ...
+
+
+__all__ = ["ApprovalHandlers", "ApprovalPolicy"]
+
+_DONE = {"approve": "approved", "reject": "rejected", "edit": "edited", "respond": "responded"}
+
+
+class ApprovalHandlers(HookApi):
+    """Policies, decisions and client tool results (engine 4), and the earlier `approve` and
+    `reject` of runs started before it."""
+
+    _resolutions: dict[str, Resolution]
+    """Decisions made, by the digest of the call they resolve, until its wait takes them."""
+
+    # --- the gate ------------------------------------------------------------------------
+
+    async def gate(self, ctx: ToolContext, call: ToolCall, policy: ApprovalPolicy) -> ToolCall:
+        """Apply `policy` to `call`: the call to run (maybe edited), or raise `ToolDenied` /
+        `ToolResponded`."""
+        run = self._require_run()
+        answer = policy.answer(call.tool_name, call.args, run.hitl.policy)
+        base = {"call_id": call.tool_call_id, "tool": call.tool_name, "step": ctx.run_step}
+        if answer.verdict == "approve":
+            if answer.audited:
+                audit(run, {**base, "decision": "approved", "source": answer.source})
+            return call
+        if answer.verdict == "deny":
+            audit(run, {**base, "decision": "denied", "source": answer.source, "reason": answer.message})
+            raise ToolDenied(answer.message or "denied by the run's approval policy")
+        remembered = remembered_for(run, call.tool_name, call.args)
+        if remembered is not None:
+            resolution = self._from_remembered(run, call, base, remembered)
+        else:
+            timeout = answer.timeout or policy.timeout
+            pending = register(run, ctx, call, kind="approval", decisions=answer.decisions,  # pyright: ignore[reportArgumentType]
+                               timeout=timeout)
+            resolution = await wait_for(run, self._resolutions, pending, call, timeout,
+                                        lambda: self._cancelled)
+            if resolution.kind == "timeout":
+                audit(run, {**base, "decision": "timed_out", "source": "timeout",
+                            "digest": pending.digest, "reason": resolution.reason})
+                raise ToolDenied(f"not approved: no decision within {timeout}")
+        return self._outcome(call, resolution)
+
+    def _from_remembered(self, run: Run, call: ToolCall, base: dict[str, Any],
+                         remembered: dict[str, Any]) -> Resolution:
+        kind: str = remembered["kind"]
+        changes: dict[str, Any] = remembered.get("changes") or {}
+        args: dict[str, Any] | None = {**call.args, **changes} if kind == "edit" else None
+        audit(run, {**base, "decision": _DONE[kind], "source": "remembered",
+                    "by": remembered.get("by"), "reason": remembered.get("reason"),
+                    "remembered_from": remembered.get("call_id"), "args": args,
+                    "original_args": call.args if args is not None else None})
+        return Resolution(kind, reason=remembered.get("reason"), args=args,
+                          result=remembered.get("result"))
+
+    @staticmethod
+    def _outcome(call: ToolCall, resolution: Resolution) -> ToolCall:
+        if resolution.kind == "approve":
+            return call
+        if resolution.kind == "edit":
+            return call.model_copy(update={"args": dict(resolution.args or {})})
+        if resolution.kind == "respond":
+            raise ToolResponded(resolution.result)
+        if resolution.kind == "deny":  # the run's policy, changed while the call waited
+            raise ToolDenied(resolution.reason or "denied by the run's approval policy")
+        raise ToolDenied(f"rejected by a reviewer: {resolution.reason or 'no reason given'}")
+
+    async def request_approval(self, ctx: ToolContext, call: ToolCall,
+                               timeout: timedelta | None) -> ApprovalDecision | None:
+        """Wait durably for a person to approve or reject `call` (hook code's own gate); None
+        means no decision within `timeout`. Engine 4: bound to the call's digest, in the
+        audit trail, and approve or reject only."""
+        if not at_least(4):
+            return await super().request_approval(ctx, call, timeout)
+        run = self._require_run()
+        call_id = call.tool_call_id
+        self._decisions.pop(call_id, None)
+        self._approved.discard(call_id)
+        pending = register(run, ctx, call, kind="approval", decisions=("approve", "reject"),
+                           timeout=timeout)
+        resolution = await wait_for(run, self._resolutions, pending, call, timeout,
+                                    lambda: self._cancelled)
+        if resolution.kind == "timeout":
+            audit(run, {"call_id": call_id, "tool": call.tool_name, "step": ctx.run_step,
+                        "decision": "timed_out", "source": "timeout", "digest": pending.digest,
+                        "reason": resolution.reason})
+            return None
+        approved = resolution.kind == "approve"
+        decision = ApprovalDecision(call_id=call_id,
+                                    reason=resolution.reason or ("approved" if approved else "rejected"))
+        self._decisions[call_id] = decision
+        if approved:
+            self._approved.add(call_id)
+        return decision
+
+    async def client_result(self, ctx: ToolContext, call: ToolCall, timeout: Any) -> Resolution:
+        """Wait durably for a client tool's result (`tool_result`, or `respond`)."""
+        run = self._require_run()
+        pending = register(run, ctx, call, kind="client", timeout=timeout)
+        return await wait_for(run, self._resolutions, pending, call, timeout,
+                              lambda: self._cancelled)
+
+    # --- checking and applying decisions ---------------------------------------------------
+
+    def _check(self, decisions: list[Decision]) -> None:
+        """Refuse (ValueError, nothing changed) any decision the run cannot take."""
+        check_decisions(self._run, self._resolutions, decisions)
+
+    def _apply(self, decisions: list[Decision], by: str | None) -> list[dict[str, Any]]:
+        """Record each decision's resolution, audit entry and (if asked) remembered rule."""
+        run = self._require_run()
+        info = workflow.current_update_info()
+        update_id = info.id if info is not None else None
+        entries: list[dict[str, Any]] = []
+        for d in decisions:
+            entry = run.pending_approvals[d.call_id]
+            client = entry["kind"] == "client"
+            kind = "result" if client else d.kind
+            args = dict(d.args) if d.kind == "edit" and d.args is not None else None
+            self._resolutions[entry["digest"]] = Resolution(
+                kind, reason=d.reason, args=args, result=d.result)
+            entries.append(audit(run, {
+                "call_id": d.call_id, "tool": entry["tool_name"], "step": entry["run_step"],
+                "decision": "result" if client else _DONE[d.kind], "source": "client" if client else "person",
+                "by": by, "update_id": update_id, "reason": d.reason, "digest": entry["digest"],
+                "args": args, "original_args": entry["args"] if args is not None else None,
+                "result": d.result if d.kind == "respond" else None, "remember": d.remember,
+                "pattern": d.pattern,
+            }))
+            if d.remember is not None and not client:
+                changes = ({k: v for k, v in args.items() if entry["args"].get(k) != v}
+                           if args is not None else None)
+                run.hitl.remembered.append({k: v for k, v in {
+                    "tool": entry["tool_name"], "pattern": d.pattern, "kind": d.kind,
+                    "scope": d.remember, "reason": d.reason, "changes": changes,
+                    "result": d.result if d.kind == "respond" else None, "by": by,
+                    "call_id": d.call_id, "at": workflow.now().isoformat(),
+                }.items() if v is not None})
+        return entries
+
+    # --- the updates -----------------------------------------------------------------------
+
+    @workflow.update
+    async def approve(self, decision: Any) -> str:
+        """Approve a waiting tool call (an `ApprovalDecision`)."""
+        d = decoded(ApprovalDecision, decision, "approve", accepted=True)
+        if not at_least(4):
+            self._decisions[d.call_id] = d.model_copy(update={"reason": d.reason or "approved"})
+            self._approved.add(d.call_id)
+            return "approved"
+        self._apply([as_decision(d, "approve")], d.by)
+        return "approved"
+
+    @workflow.update
+    async def reject(self, decision: Any) -> str:
+        """Reject a waiting tool call (recorded `denied`; the model is told)."""
+        d = decoded(ApprovalDecision, decision, "reject", accepted=True)
+        if not at_least(4):
+            self._decisions[d.call_id] = d.model_copy(update={"reason": d.reason or "rejected"})
+            return "rejected"
+        self._apply([as_decision(d, "reject")], d.by)
+        return "rejected"
+
+    @workflow.update
+    async def edit(self, decision: Any) -> str:
+        """Approve a waiting tool call with other arguments (an `EditDecision`; both recorded)."""
+        d = decoded(EditDecision, decision, "edit", accepted=True)
+        self._apply([as_decision(d, "edit", args=d.args)], d.by)
+        return "edited"
+
+    @workflow.update
+    async def respond(self, decision: Any) -> str:
+        """Give a waiting call its return without running the tool (a `RespondDecision`), or a
+        client tool's call its result."""
+        d = decoded(RespondDecision, decision, "respond", accepted=True)
+        self._apply([as_decision(d, "respond", result=d.result)], d.by)
+        return "responded"
+
+    @workflow.update
+    async def decide(self, batch: Any) -> list[dict[str, Any]]:
+        """Several decisions at once (`Decisions`), applied together; their audit entries."""
+        b = decoded(Decisions, batch, "decide", accepted=True)
+        return self._apply(b.decisions, b.by)
+
+    @workflow.update
+    async def tool_result(self, result: Any) -> str:
+        """The result of a pending client tool call (a `ToolResultInput`)."""
+        r = decoded(ToolResultInput, result, "tool_result", accepted=True)
+        self._apply([Decision(kind="respond", call_id=r.call_id, digest=r.digest,
+                              result=r.result)], r.by)
+        return "accepted"
+
+    @workflow.update
+    async def set_policy(self, update: Any) -> dict[str, Any]:
+        """Change the run's own approval rules (a `PolicyUpdate`); calls waiting now are
+        answered by them too. Returns the run's policy."""
+        u = decoded(PolicyUpdate, update, "set_policy", accepted=True)
+        run = self._require_run()
+        rules: dict[str, Any] = dict(run.hitl.policy.get("rules") or {})
+        for name, rule in u.rules.items():
+            if rule is None:
+                rules.pop(name, None)
+            else:
+                rules[name] = rule if isinstance(rule, str) else rule.model_dump()
+        run.hitl.policy = {"rules": rules, "default": u.default or run.hitl.policy.get("default")}
+        info = workflow.current_update_info()
+        audit(run, {"decision": "policy", "source": "person", "by": u.by,
+                    "reason": u.reason, "update_id": info.id if info else None,
+                    "rules": {k: (v if isinstance(v, str) or v is None else v.model_dump())
+                              for k, v in u.rules.items()},
+                    "default": u.default})
+        self._settle_by_policy(run)
+        return run.hitl.policy
+
+    def _settle_by_policy(self, run: Run) -> None:
+        """Pending approvals the new policy answers without asking are resolved by it."""
+        policy = next((c for c in run.agent.capabilities if isinstance(c, ApprovalPolicy)), None)
+        if policy is None:
+            return
+        for call_id, entry in list(run.pending_approvals.items()):
+            if entry["kind"] != "approval" or entry["digest"] in self._resolutions:
+                continue
+            answer = policy.answer(entry["tool_name"], entry["args"], run.hitl.policy)
+            if answer.verdict == "ask" or answer.source != "policy":
+                continue
+            kind = "approve" if answer.verdict == "approve" else "deny"
+            self._resolutions[entry["digest"]] = Resolution(kind, reason=answer.message)
+            audit(run, {"call_id": call_id, "tool": entry["tool_name"], "step": entry["run_step"],
+                        "decision": "approved" if kind == "approve" else "denied",
+                        "source": "policy", "digest": entry["digest"], "reason": answer.message})
+
+    # --- validators --------------------------------------------------------------------------
+
+    @approve.validator
+    def _validate_approve(self, decision: Any) -> None:
+        d = decoded(ApprovalDecision, decision, "approve")
+        if not at_least(4):
+            return self._validate_decision(d)
+        self._check([as_decision(d, "approve")])
+
+    @reject.validator
+    def _validate_reject(self, decision: Any) -> None:
+        d = decoded(ApprovalDecision, decision, "reject")
+        if not at_least(4):
+            return self._validate_decision(d)
+        self._check([as_decision(d, "reject")])
+
+    @edit.validator
+    def _validate_edit(self, decision: Any) -> None:
+        d = decoded(EditDecision, decision, "edit")
+        self._require_engine("edit")
+        self._check([as_decision(d, "edit", args=d.args)])
+
+    @respond.validator
+    def _validate_respond(self, decision: Any) -> None:
+        d = decoded(RespondDecision, decision, "respond")
+        self._require_engine("respond")
+        self._check([as_decision(d, "respond", result=d.result)])
+
+    @decide.validator
+    def _validate_decide(self, batch: Any) -> None:
+        b = decoded(Decisions, batch, "decide")
+        self._require_engine("decide")
+        self._check(b.decisions)
+
+    @tool_result.validator
+    def _validate_tool_result(self, result: Any) -> None:
+        r = decoded(ToolResultInput, result, "tool_result")
+        self._require_engine("tool_result")
+        run = self._run
+        entry = run.pending_approvals.get(r.call_id) if run is not None else None
+        if entry is not None and entry.get("kind") != "client":
+            raise ValueError(f"tool call {r.call_id!r} waits for a reviewer's decision, not "
+                             "a client's result (respond to it with the respond update)")
+        self._check([Decision(kind="respond", call_id=r.call_id, digest=r.digest, result=r.result)])
+
+    @set_policy.validator
+    def _validate_set_policy(self, update: Any) -> None:
+        u = decoded(PolicyUpdate, update, "set_policy")
+        self._require_engine("set_policy")
+        run = self._require_run()
+        if not any(isinstance(c, ApprovalPolicy) for c in run.agent.capabilities):
+            raise ValueError(f"agent {run.agent.name!r} has no ToolApproval capability: "
+                             "there is no approval policy to change")
+        unknown = sorted(set(u.rules) - set(run.tools))
+        if unknown:
+            raise ValueError(f"no tool {', '.join(map(repr, unknown))} in this run "
+                             f"(its tools: {', '.join(sorted(run.tools))})")
+
+    def _require_engine(self, name: str) -> None:
+        if not at_least(4):
+            raise ValueError(f"this run was started by an earlier towline without the {name} "
+                             "update; approve or reject its calls")
+
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        """Before engine 4: a call decided once, while it waits."""
+        if decision.call_id in self._decisions:
+            raise ValueError(f"tool call {decision.call_id!r} was already decided")
+        if self._run is None or decision.call_id not in self._run.pending_approvals:
+            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")

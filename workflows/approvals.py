@@ -1,0 +1,173 @@
+"""Engine 4's human in the loop, on the workflow side: calls waiting for a person (or a client),
+the decisions that answer them, remembered decisions, and the audit trail.
+
+A call that must wait is *pending*: `Run.pending_approvals[call_id]` holds what a reviewer
+needs (tool, validated arguments, step, digest, a short index, what may be decided) and the
+`state` query shows it. The waiting coroutine (`ask`) sleeps on a timer whose summary names
+the call (visible in the UI's timeline) until an update resolves it (`Resolution`), the
+timeout fires, or the run is cancelled. A resolution is taken once, by the wait that asked:
+a decision re-sent afterwards finds nothing pending and is refused, so an approval allows
+exactly the one execution it was made for.
+
+Every decision, a person's or a rule's, becomes an audit entry (`Run.audit`): recorded in
+memo `towline.decisions` with the run's next confirmed transition (so it is in the history
+and readable without a worker), in the `state` query, and as the live `decision` event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+from towline.errors import Cancelled, runtime_failure
+from towline.events import preview
+from towline.telemetry import tracing as telemetry
+from towline.tools import ToolCall, ToolContext
+
+from .decisions import DECISION_KINDS, DecisionKind, call_digest, matches
+from .events import emit
+from .run import Run
+from .waiting import DECISIONS_MEMO
+
+__all__ = ["Resolution", "Pending", "AUDIT_KEEP", "APPROVAL_TIMER", "DECISIONS_MEMO", "short_args",
+           "audit", "remembered_for", "forget_turn", "register", "wait_for", "carried",
+           "restore_approvals"]
+
+AUDIT_KEEP = 200
+"""The newest audit entries a run keeps (state query, memo, continue-as-new); `audit_total`
+counts them all."""
+APPROVAL_TIMER = timedelta(days=365)
+"""A wait without a timeout is a timer of this length that re-arms: the timer and its summary
+are what show the wait in the UI's timeline."""
+
+
+def short_args(args: Mapping[str, Any], limit: int = 60) -> str:
+    """`a=1, b="x"` cut at `limit` characters (activity and timer summaries)."""
+    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a pending call was resolved."""
+
+    kind: str
+    """approve, reject, edit, respond, result (a client tool's), timeout."""
+    reason: str | None = None
+    args: dict[str, Any] | None = None
+    """edit: the arguments the call runs with."""
+    result: Any = None
+    """respond / result: the call's return."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What `register` made pending: the call's id and digest."""
+
+    call_id: str
+    digest: str
+
+
+def audit(run: Run, entry: dict[str, Any]) -> dict[str, Any]:
+    """Record an audit entry (workflow time) and publish it as the `decision` event."""
+    entry = {k: v for k, v in {**entry, "at": workflow.now().isoformat()}.items() if v is not None}
+    run.hitl.audit.append(entry)
+    run.hitl.total += 1
+    del run.hitl.audit[:-AUDIT_KEEP]
+    emit("decision", **{k: preview(v) if k in ("result", "args", "original_args") else v
+                        for k, v in entry.items() if k != "step"}, step=entry.get("step"))
+    return entry
+
+
+def remembered_for(run: Run, tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The newest remembered decision that covers a call of `tool` with `args`, if any."""
+    for entry in reversed(run.hitl.remembered):
+        if entry["tool"] == tool and matches(entry.get("pattern"), args):
+            return entry
+    return None
+
+
+def carried(run: Run) -> dict[str, Any] | None:
+    """What continue-as-new carries of the run's approvals (`ResumeState.approvals`)."""
+    if not (run.hitl.total or run.hitl.remembered or run.hitl.policy or run.hitl.seq):
+        return None
+    return {"policy": run.hitl.policy, "remembered": run.hitl.remembered, "audit": run.hitl.audit,
+            "audit_total": run.hitl.total, "approval_seq": run.hitl.seq}
+
+
+def restore_approvals(run: Run, state: dict[str, Any] | None) -> None:
+    """A continued execution takes the run's approvals from its input."""
+    state = state or {}
+    run.hitl.policy, run.hitl.remembered = dict(state.get("policy") or {}), list(state.get("remembered") or [])
+    run.hitl.audit, run.hitl.total = list(state.get("audit") or []), int(state.get("audit_total") or 0)
+    run.hitl.seq = int(state.get("approval_seq") or 0)
+    run.hitl.recorded = (run.hitl.total, None)  # the start request's memo holds the trail already
+
+
+def forget_turn(run: Run) -> None:
+    """The run answered its turn: decisions remembered for the `run` are forgotten."""
+    run.hitl.remembered = [r for r in run.hitl.remembered if r.get("scope") != "run"]
+
+
+def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
+             decisions: tuple[DecisionKind, ...] = DECISION_KINDS,
+             timeout: timedelta | None = None) -> Pending:
+    """Make `call` pending (an approval, or a client tool's result) and announce it."""
+    digest = call_digest(workflow.info().run_id, call.tool_call_id, call.tool_name, call.args,
+                         ctx.run_step)
+    run.hitl.seq += 1
+    entry: dict[str, Any] = {
+        "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
+        "requested_at": workflow.now().isoformat(), "digest": digest, "index": run.hitl.seq,
+        "kind": kind, "decisions": list(decisions) if kind == "approval" else ["respond"],
+    }
+    if timeout is not None:
+        entry["expires_at"] = (workflow.now() + timeout).isoformat()
+    run.pending_approvals[call.tool_call_id] = entry
+    run.waiting_for = "approval" if kind == "approval" else "tool_result"
+    run.confirm("waiting")
+    emit("approval" if kind == "approval" else "client_tool", step=ctx.run_step,
+         call_id=call.tool_call_id, tool=call.tool_name, args=call.args, digest=digest,
+         index=run.hitl.seq, decisions=entry["decisions"])
+    return Pending(call.tool_call_id, digest)
+
+
+async def wait_for(run: Run, resolutions: dict[str, Resolution], pending: Pending, call: ToolCall,
+                   timeout: timedelta | None, cancelled: Any) -> Resolution:
+    """Wait durably until `pending` is resolved (or times out, or the run is cancelled)."""
+    kind = run.pending_approvals[pending.call_id]["kind"]
+    what = "approval" if kind == "approval" else "client tool result"
+    summary = f"{what}: {call.tool_name}({short_args(call.args)}) · call {call.tool_call_id}"
+    asked = workflow.now()
+    resolution: Resolution | None = None
+    while resolution is None:
+        try:
+            await workflow.wait_condition(
+                lambda: pending.digest in resolutions or cancelled(),
+                timeout=timeout or APPROVAL_TIMER, timeout_summary=summary[:200])
+        except TimeoutError:
+            if timeout is None:
+                continue  # no timeout: the timer re-arms, and the wait goes on
+            resolution = Resolution("timeout", reason=f"no decision within {timeout}")
+            break
+        if cancelled():
+            _settle(run, pending)
+            raise runtime_failure(Cancelled("the run was cancelled"))
+        resolution = resolutions.pop(pending.digest)
+    outcome = {"approve": "approved", "reject": "rejected", "edit": "edited",
+               "respond": "responded", "deny": "denied"}.get(resolution.kind, resolution.kind)
+    telemetry.approval_waited(run.agent.name, call.tool_name, outcome, workflow.now() - asked)
+    _settle(run, pending)
+    return resolution
+
+
+def _settle(run: Run, pending: Pending) -> None:
+    run.pending_approvals.pop(pending.call_id, None)
+    if not run.pending_approvals:
+        run.waiting_for = None
+    run.confirm("waiting" if run.pending_approvals else "running")
