@@ -20,7 +20,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cli_helpers import task_failures
+from cli_helpers import task_failures, until_state
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payload
@@ -296,6 +296,7 @@ async def test_forged_references_and_ciphertexts_never_wedge_a_run(
         session = await guarded.start_workflow(
             "AgentRun", {"agent": "fuzz", "prompt": "hi", "session": True},
             id=f"fuzz-forged-{uuid.uuid4().hex[:8]}", task_queue=queue)
+        await until_state(session, "waiting", timeout=WAIT * 3)  # its first answer given
 
         async def case(payload: Payload, as_what: str) -> None:
             if as_what == "start":
