@@ -139,3 +139,28 @@ exact_desk = Agent(
 """The exactly-once tests' desk: every payment asks, and a lost worker is noticed in 2 s."""
 
 AGENTS = [desk, exact_desk]
+
+
+@tool(executor="client")
+def pick_color(prompt: str) -> dict[str, str]:
+    """Ask the user to pick a color in the browser (the client runs it)."""
+    raise NotImplementedError  # never runs: the client answers
+
+
+@tool(executor="client", client_timeout=timedelta(milliseconds=300))
+def confirm_in_app(question: str) -> bool:
+    """Ask the app's user to confirm (not idempotent: a timeout leaves it uncertain)."""
+    raise NotImplementedError
+
+
+@tool(executor="client", client_timeout=timedelta(milliseconds=300), idempotent=True)
+def read_location() -> str:
+    """Read the browser's location (idempotent: a timeout denies it, the model may ask again)."""
+    raise NotImplementedError
+
+
+front = Agent(name="hitl-front", model=FunctionModel(script, model_name="hitl-front"),
+              tools=[pick_color, confirm_in_app, read_location, lookup])
+"""An agent whose tools the client runs (no approval capability at all)."""
+
+AGENTS = [desk, exact_desk, front]

@@ -32,7 +32,7 @@ from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
-from towline.results import Counters, PartialRun, RunInput, RunResult
+from towline.results import ClientToolSpec, Counters, PartialRun, RunInput, RunResult
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import MEMO_KEY, to_proto
 from towline.runtime.plugin import TowlinePlugin
@@ -138,6 +138,7 @@ async def start_run(
     stream: bool | None = None,
     priority: int | None = None,
     tenant: str | None = None,
+    client_tools: Sequence[ClientToolSpec] | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
@@ -147,13 +148,15 @@ async def start_run(
     `TowlinePlugin(allowed_models=...)`). `stream` streams the model's text to the run's
     live events (`events`) or not, whatever the agent's `ModelSettings.stream` says.
     `priority` (1 first ... 5 last) and `tenant` are Temporal's priority and fairness keys,
-    for the run and everything it schedules (`towline.fleet.routing`).
+    for the run and everything it schedules (`towline.fleet.routing`). `client_tools` are
+    tools the client runs, offered beside the agent's (their results: `towline.review`).
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
                    else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream,
-                   priority=priority, tenant=tenant)
+                   priority=priority, tenant=tenant,
+                   client_tools=list(client_tools) if client_tools else None)
     workflow_id = id or f"{name}-{_suffix()}"
 
     version = agent_version(agent) if isinstance(agent, Agent) else None

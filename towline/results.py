@@ -18,7 +18,7 @@ from towline.options import Limits
 from towline.runtime.payloads import PAYLOAD_LIMIT
 from towline.runtime.request_chain import RequestChain
 
-__all__ = ["Counters", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
+__all__ = ["Counters", "ClientToolSpec", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
            "LEDGER_SCHEMA_VERSION"]
 
 PRIORITY_MIN = 1
@@ -129,6 +129,21 @@ class ResumeState(BaseModel):
     """The key of the messages last sent to a model, so the next request names them."""
 
 
+class ClientToolSpec(BaseModel):
+    """A tool a client runs, as a `RunInput` names it: a name, a description and JSON schemas."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Unique among the run's tools."""
+    description: str = ""
+    """Shown to the model."""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    """The JSON schema of the arguments."""
+    result_schema: dict[str, Any] | None = None
+    """What a result must match (None: any JSON)."""
+
+
 class RunInput(BaseModel):
     """The input of the `AgentRun` workflow (unknown fields are refused, not ignored)."""
 
@@ -145,6 +160,9 @@ class RunInput(BaseModel):
     """Overrides the agent's limits for this run."""
     context: dict[str, Any] | None = None
     """Initial values for contributed state keys (and free-form context for tools)."""
+    client_tools: list[ClientToolSpec] | None = None
+    """Engine 4: tools the client runs, offered to the model beside the agent's (an AG-UI
+    client's `tools`): their calls wait for results from outside (`tool_result`)."""
     allowed_tools: list[str] | None = None
     """Ancestor authority: a sub-agent run may execute only these tools."""
     model: str | None = None

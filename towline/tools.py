@@ -181,6 +181,15 @@ class Tool:
     """The prepared validator of the arguments (derived from the signature)."""
     takes_ctx: bool = False
     """Whether the function's first parameter is a `ToolContext`."""
+    executor: str = "worker"
+    """Who runs it: `worker` (an activity), or `client`: the run records the call, waits durably
+    for its result from outside (the `tool_result` update, `towline respond`), and checks it
+    against the function's return type; the function (a stub) never runs."""
+    client_timeout: timedelta | None = None
+    """A client tool: how long to wait for its result (None: indefinitely). Then the call is
+    `unknown` (the client may have acted: the run fails `UncertainToolEffect`), or `denied`
+    when the tool is `idempotent` (nothing is uncertain about an action that may be repeated:
+    the model is told and may call it again)."""
     in_workflow: bool = False
     """Run the (async, deterministic) function as workflow code instead of an activity.
 
@@ -193,7 +202,9 @@ class Tool:
             raise ValueError(f"tool name {self.name!r} must be alphanumeric, '_' or '-'")
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        for name in ("start_to_close_timeout", "heartbeat_timeout"):
+        if self.executor not in ("worker", "client"):
+            raise ValueError(f"executor must be 'worker' or 'client', not {self.executor!r}")
+        for name in ("start_to_close_timeout", "heartbeat_timeout", "client_timeout"):
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 raise ValueError(f"{name} must be positive")
@@ -220,6 +231,24 @@ class Tool:
             cached = self.args_model.model_json_schema()
             object.__setattr__(self, "_json_schema", cached)
         return copy.deepcopy(cached)
+
+    @property
+    def runs_on_worker(self) -> bool:
+        """Whether an activity runs it (not a client's tool, not a workflow tool)."""
+        return self.executor == "worker" and not self.in_workflow
+
+    @classmethod
+    def client(cls, name: str, description: str = "", parameters: Mapping[str, Any] | None = None,
+               *, result_schema: Mapping[str, Any] | None = None, **options: Any) -> Tool:
+        """A tool the client runs, defined by a JSON schema of its arguments (no function):
+        offered to the model like any other, its calls wait for their result from outside.
+        `result_schema`, if given, is what a result must validate against."""
+        from towline.runtime.json_schemas import SchemaClientTool
+
+        return SchemaClientTool(name=name, function=_client_side, description=description,
+                                executor="client", input_schema=dict(parameters or {"type": "object"}),
+                                result_schema=dict(result_schema) if result_schema else None,
+                                **options)
 
     @property
     def activity_name(self) -> str:
@@ -249,6 +278,11 @@ class Tool:
         if self.retry_policy is not None:
             return self.retry_policy
         return RetryPolicy(maximum_attempts=5 if self.idempotent else 3)
+
+
+def _client_side(**_: Any) -> Any:
+    """A client tool's calls are answered from outside; nothing runs here."""
+    raise RuntimeError("a client tool runs on the client")
 
 
 @overload

@@ -42,6 +42,7 @@ from towline.telemetry import tracing as telemetry
 from towline.timetravel.lineage import run_lineage
 
 from .approvals import forget_turn, restore_approvals
+from .client_tools import client_tools
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .facts import worker_facts
@@ -93,6 +94,7 @@ class AgentRun(RunHandlers):
         self._decisions: dict[str, ApprovalDecision] = {}
         self._approved: set[str] = set()
         self._resolutions = {}
+        self._client_tools: list[Any] = []
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
         self.request_book = RequestBook()
@@ -199,6 +201,7 @@ class AgentRun(RunHandlers):
         if agent is None:
             raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker "
                                "(every worker polling a task queue must serve the same agents)")
+        self._client_tools = client_tools(inp.client_tools, agent.inventory) if at_least(4) else []
         if inp.model is not None and not self._worker().model_allowed(inp.model, agent):
             raise InvalidRunInput(
                 f"model {inp.model!r} is not allowed on this worker: allow it with "
@@ -281,6 +284,7 @@ class AgentRun(RunHandlers):
             run.close_unpaired("not executed: the given history ended before it returned")
             if inp.prompt is not None:
                 run.append(ModelRequest(parts=[UserPart(content=inp.prompt)]))
+        run.tools.update({t.name: t for t in self._client_tools})  # engine 4: the client's
         if inp.allowed_tools is not None:
             run.allowed_tools = frozenset(inp.allowed_tools)
         if inp.model is not None:

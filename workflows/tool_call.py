@@ -69,6 +69,8 @@ def _short(args: Mapping[str, Any], limit: int = 60) -> str:
 async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
     """Run the call; its return status, content and usage (`c.state`: its state update)."""
     tool, call = c.tool, c.call
+    if tool.executor == "client" and at_least(4):
+        return await _run_on_client(run, c)
     if tool.in_workflow:
         with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
             return await _run_in_workflow(c)
@@ -113,6 +115,19 @@ def _never_entered(cause: BaseException) -> bool:
     if not isinstance(cause, ActivityTimeout):
         return False
     return not any(isinstance(d, dict) and ENTERED_KEY in d for d in cause.last_heartbeat_details)
+
+
+async def _run_on_client(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
+    """A client tool: the run waits durably for its result (`tool_result`, `towline respond`)."""
+    timeout = c.tool.client_timeout
+    gate: Any = workflow.instance()  # AgentRun (its `ApprovalHandlers`)
+    resolution: Any = await gate.client_result(c.ctx, c.call, timeout)
+    if resolution.kind != "timeout":
+        return "succeeded", tool_content(resolution.result), Usage()
+    if c.tool.idempotent:  # may be asked again: the model is told
+        return "denied", f"no result from the client within {timeout}", Usage()
+    return "unknown", (f"no result from the client within {timeout}: the client may have run it "
+                       "(declare the tool idempotent to let the model call it again)"), Usage()
 
 
 async def _run_in_workflow(c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:

@@ -23,15 +23,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
 from towline.errors import ConfigurationError
 from towline.mcp.spec import MCPToolSpec
+from towline.runtime.json_schemas import AnyArgs as _AnyArgs
+from towline.runtime.json_schemas import compiled as _compiled
+from towline.runtime.json_schemas import schema_errors as _schema_errors
 from towline.tools import Tool, ToolContext
 
 __all__ = [
@@ -270,23 +272,6 @@ class MCPCallInput(BaseModel):
 # --- listed tools in a run's inventory ---------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
-def _compiled(schema_json: str) -> Any:
-    """A checked validator per distinct schema, shared (listing every turn stays cheap)."""
-    from jsonschema import exceptions, validators  # workflow-safe: pure computation
-
-    schema = json.loads(schema_json)
-    cls: Any = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except exceptions.SchemaError as e:
-        raise ValueError(e.message) from None
-    return cls(schema)
-
-
-class _AnyArgs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
 
 def _remote(**_: Any) -> Any:
     """MCP tools run on their server, through the MCP call activity, never here."""
@@ -337,14 +322,7 @@ class MCPTool(Tool):
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate against the listed schema; raises `pydantic.ValidationError` like any tool."""
         value = copy.deepcopy(dict(args))
-        errors = sorted(self.validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
-        if errors:
-            details = [
-                InitErrorDetails(
-                    type=PydanticCustomError("json_schema", "{message}", {"message": e.message}),
-                    loc=tuple(p if isinstance(p, int) else str(p) for p in e.absolute_path),
-                    input=e.instance,
-                ) for e in errors
-            ]
-            raise ValidationError.from_exception_data(self.name, details)
+        error = _schema_errors(self.validator, value, self.name)
+        if error is not None:
+            raise error
         return value

@@ -106,6 +106,7 @@ def _tool(tool: Tool) -> dict[str, Any]:
         "name": tool.name, "description": tool.description, "schema": tool.json_schema,
         "kind": tool.kind, "max_retries": tool.max_retries, "in_workflow": tool.in_workflow,
         "idempotent": tool.idempotent, "metadata": _value(dict(tool.metadata), 0),
+        **({"executor": tool.executor} if tool.executor != "worker" else {}),  # a client's tool
     }
 
 

@@ -211,7 +211,7 @@ class TowlinePlugin(SimplePlugin):
         activities: list[Callable[..., Any]] = [self.model_activities.model_request] if models_only else [
             self.model_activities.model_request,
             search_attributes,
-            *(make_tool_activity(t) for t in self.tools.values() if not t.in_workflow),
+            *(make_tool_activity(t) for t in self.tools.values() if t.runs_on_worker),
             *self.mcp.definitions(),
             *self._capability_activities(),
         ]
