@@ -7,6 +7,7 @@ once their histories are committed (see `tests/history_agents.py`).
   session and a response, a reject, a remembered decision answering a later call, and the
   policy changed live (`set_policy`) answering a call that waits; the audit trail in memo
   `towline.decisions`.
+- `history-engine4-hitl-client`: a client tool's call waiting for its result (`tool_result`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from towline.capabilities import Ask, ToolApproval
 from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunInput
-from towline.workflows import Decision, Decisions, PolicyUpdate
+from towline.workflows import Decision, Decisions, PolicyUpdate, ToolResultInput
 
 __all__ = ["HITL_AGENTS", "HITL_RECORDINGS"]
 
@@ -107,11 +108,34 @@ async def decide_edit_respond_remember_and_change_the_policy(handle: WorkflowHan
                                                            by="recorder", reason="recording"))
 
 
-HITL_AGENTS = [hitl_agent]
+@tool(executor="client")
+def browser_time(zone: str) -> str:
+    """The browser's local time (the client runs it)."""
+    raise NotImplementedError
+
+
+client_agent = Agent(
+    name="history-hitl-client", model=FunctionModel(_script, model_name="history-hitl-client"),
+    tools=[browser_time],
+)
+
+CLIENT_PROMPT = json.dumps([[["browser_time", {"zone": "local"}, "clock"]]])
+
+
+async def send_the_client_result(handle: WorkflowHandle[Any, Any]) -> None:
+    """The client tool's call waits (memo `towline.waiting` = tool_result) until its result."""
+    state = await _state_when(handle, _waiting("clock"))
+    await handle.execute_update("tool_result", ToolResultInput(
+        call_id="clock", result="09:30", digest=state["pending_approvals"]["clock"]["digest"]))
+
+
+HITL_AGENTS = [hitl_agent, client_agent]
 """The agents these recordings name (appended to `HISTORY_AGENTS`)."""
 
 HITL_RECORDINGS: list[tuple[str, RunInput, Callable[[WorkflowHandle[Any, Any]], Awaitable[None]] | None]] = [
     ("history-engine4-hitl", RunInput(agent="history-hitl", prompt=HITL_PROMPT),
      decide_edit_respond_remember_and_change_the_policy),
+    ("history-engine4-hitl-client", RunInput(agent="history-hitl-client", prompt=CLIENT_PROMPT),
+     send_the_client_result),
 ]
 """(workflow id, input, interaction) of each recording (`Recording(*entry)`)."""

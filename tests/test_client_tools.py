@@ -108,3 +108,18 @@ async def test_a_result_after_a_worker_restart_and_a_schema_tool_from_the_input(
         await tool_result(handle, call.call_id, {"path": "/tmp/a.pdf"}, digest=call.digest)
         result: RunResult = await handle.result()
     assert result.output == "choose_file=succeeded:{'path': '/tmp/a.pdf'}"
+
+
+async def test_the_client_tools_page_command(client: Client, target: str) -> None:
+    from readme import readme
+
+    from examples.frontend import agent
+
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "pick one", task_queue=queue, id="front-1")
+        await waiting(handle)
+        done = await readme("""towline respond front-1 pick_1 --result '{"color": "teal"}'""",
+                            env=cli_env(target))
+        assert done.code == 0, done
+        result: RunResult = await handle.result()
+    assert result.output == "You picked teal."

@@ -63,3 +63,9 @@ async def test_the_engine4_hitl_recordings_replay_and_hold_what_they_claim(clien
         ("small", "approved", "rule"), ("big", "edited", "person"), ("ask", "responded", "person"),
         ("odd", "rejected", "person"), ("again", "edited", "remembered"),
         (None, "policy", "person"), ("late", "approved", "policy")]
+
+    client_run = histories["history-engine4-hitl-client"]
+    assert "tool_result" in _memos(client_run, "towline.waiting")
+    assert not any(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                   and e.activity_task_scheduled_event_attributes.activity_type.name
+                   == "towline.tool.browser_time" for e in client_run.events)

@@ -1,0 +1,32 @@
+"""An agent with a tool the client runs: `pick_color` is offered to the model like any other,
+but its calls wait for the client's result (`towline respond RUN CALL --result JSON`, the
+`tool_result` update, or a `towline serve` page). The model is a deterministic stand-in."""
+
+from __future__ import annotations
+
+from towline import Agent, tool
+from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from towline.models import FunctionModel, ModelInfo
+
+__all__ = ["agent", "pick_color"]
+
+
+@tool(executor="client")
+def pick_color(prompt: str) -> dict[str, str]:
+    """Show the user a color picker; returns {"color": ...}. The client runs it."""
+    raise NotImplementedError("the client runs this tool")
+
+
+def _model(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
+    returns = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+               if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart(tool_name="pick_color", tool_call_id="pick_1",
+                                                 args={"prompt": "Which color?"})])
+    picked = returns[-1].content
+    color = picked.get("color") if isinstance(picked, dict) else picked
+    return f"You picked {color}."
+
+
+agent = Agent(name="frontend", model=FunctionModel(_model, model_name="frontend-offline"),
+              tools=[pick_color])
