@@ -63,6 +63,7 @@ async def test_a_client_tool_waits_for_its_result_which_is_checked(client: Clien
                              env=cli_env(target))
         assert done.code == 0, done
         assert done.out.startswith(f"gave the result of tool call {call.call_id} in run {handle.id}")
+        second = call
         for _ in range(400):  # the next step's call waits now
             second = await waiting(handle)
             if second.call_id != call.call_id:

@@ -23,6 +23,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from temporalio.common import RetryPolicy
 
 from towline.messages import ToolCallPart, ToolReturnPart, Usage
+from towline.runtime.json_schemas import AnyArgs, compiled_schema, schema_errors
 
 __all__ = [
     "Tool",
@@ -34,6 +35,7 @@ __all__ = [
     "ToolFunc",
     "ToolResult",
     "tool_content",
+    "SchemaClientTool",
 ]
 
 ToolCall = ToolCallPart
@@ -243,8 +245,6 @@ class Tool:
         """A tool the client runs, defined by a JSON schema of its arguments (no function):
         offered to the model like any other, its calls wait for their result from outside.
         `result_schema`, if given, is what a result must validate against."""
-        from towline.runtime.json_schemas import SchemaClientTool
-
         return SchemaClientTool(name=name, function=_client_side, description=description,
                                 executor="client", input_schema=dict(parameters or {"type": "object"}),
                                 result_schema=dict(result_schema) if result_schema else None,
@@ -300,3 +300,44 @@ def tool(function: ToolFunc | None = None, /, **options: Any) -> Tool | Callable
         return Tool.from_function(fn, **options)
 
     return wrap
+
+
+@dataclass(frozen=True)
+class SchemaClientTool(Tool):
+    """A client tool defined by JSON schemas (`Tool.client`, or an AG-UI client's `tools`): its
+    arguments and its result are checked against them in the workflow."""
+
+    input_schema: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """The JSON schema of the arguments."""
+    result_schema: Mapping[str, Any] | None = None
+    """The JSON schema a result must match (None: any JSON)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args_model", AnyArgs)
+        super().__post_init__()
+        try:
+            compiled_schema(self.input_schema)
+            if self.result_schema is not None:
+                compiled_schema(self.result_schema)
+        except ValueError as e:
+            raise ValueError(f"client tool {self.name!r}: invalid schema: {e}") from None
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema."""
+        return dict(self.input_schema)
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate against the schema; raises `pydantic.ValidationError` like any tool."""
+        value = copy.deepcopy(dict(args))
+        error = schema_errors(compiled_schema(self.input_schema), value, self.name)
+        if error is not None:
+            raise error
+        return value
+
+    def validate_output(self, result: Any) -> str | None:
+        """What is wrong with `result` against `result_schema` (None: nothing)."""
+        if self.result_schema is None:
+            return None
+        error = schema_errors(compiled_schema(self.result_schema), result, self.name)
+        return None if error is None else "; ".join(e["msg"] for e in error.errors())
