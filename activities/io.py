@@ -16,17 +16,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from towline.messages import Message, Usage
+from towline.native_tools import NativeTool
 from towline.options import ModelSettings, OutputMode
 from towline.runtime.request_chain import ChainedRequest
 from towline.tools import ToolContext, ToolDefinition
 
 __all__ = [
     "ModelActivityInput", "ToolActivityInput", "ToolActivityResult", "ENTERED_KEY",
-    "MODEL_ACTIVITY", "SEARCH_ATTRIBUTES_ACTIVITY", "USAGE_OUT_OF_RANGE", "TOO_LARGE",
+    "MODEL_ACTIVITY", "MODEL_POLL_ACTIVITY", "MODEL_CANCEL_ACTIVITY", "BackgroundInput",
+    "SEARCH_ATTRIBUTES_ACTIVITY", "USAGE_OUT_OF_RANGE", "TOO_LARGE",
 ]
 
 MODEL_ACTIVITY = "towline.model_request"
 """The model activity's name (`towline.activities.model_request`), which the workflow schedules."""
+
+MODEL_POLL_ACTIVITY = "towline.model_poll"
+"""The activity that asks the provider once how a background model response is doing
+(`ModelSettings.background`): the response if it is finished, else it still is suspended."""
+
+MODEL_CANCEL_ACTIVITY = "towline.model_cancel"
+"""The activity that cancels a background model response (the run was cancelled)."""
 
 SEARCH_ATTRIBUTES_ACTIVITY = "towline.search_attributes"
 """The local activity a run asks which search attributes to upsert
@@ -71,6 +80,8 @@ class ModelActivityInput(BaseModel):
     """How structured output is asked for (inline, like `tools`)."""
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """The output's JSON schema in the `native` and `prompted` modes (inline, like `tools`)."""
+    native_tools: list[NativeTool] = Field(default_factory=list[NativeTool], exclude_if=_empty)
+    """The provider's own tools offered (inline, like `tools`)."""
     run_step: int = 0
     agent: str = ""
     chain: ChainedRequest | None = Field(default=None, exclude_if=_none)
@@ -82,6 +93,19 @@ class ModelActivityInput(BaseModel):
     holding only those the run had not sent before. Still read, never written."""
     request_key: str | None = Field(default=None, exclude_if=_none)
     """Earlier protocol: names the request for the `towline.request_messages` query."""
+
+
+class BackgroundInput(BaseModel):
+    """Input of `towline.model_poll` and `towline.model_cancel`: a background response by id."""
+
+    model: str
+    """The model that started it (the worker resolves it as for `towline.model_request`)."""
+    response_id: str
+    """The provider's id of the response."""
+    run_step: int = 0
+    agent: str = ""
+    output_tools: list[str] = Field(default_factory=list[str], exclude_if=_empty)
+    """The names of the output tools offered (their calls are output calls)."""
 
 
 class ToolActivityInput(BaseModel):

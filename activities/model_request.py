@@ -17,6 +17,7 @@ import contextlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -24,6 +25,8 @@ from temporalio.exceptions import ApplicationError
 from towline.errors import ConfigurationError
 from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart
 from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
+from towline.native_tools import NATIVE_TOOLS
+from towline.runtime.model_types import BackgroundModel
 from towline.runtime.payloads import payload_limit, payload_size
 from towline.runtime.request_chain import (
     REQUEST_INPUT_QUERY,
@@ -32,18 +35,27 @@ from towline.runtime.request_chain import (
     RequestQuery,
 )
 from towline.runtime.request_refs import REQUEST_QUERY, message_ref
+from towline.tools import ToolDefinition
 
 from .guard import require_agent_run
 from .heartbeat import with_heartbeats
-from .io import MODEL_ACTIVITY, ModelActivityInput
+from .io import (
+    MODEL_ACTIVITY,
+    MODEL_CANCEL_ACTIVITY,
+    MODEL_POLL_ACTIVITY,
+    BackgroundInput,
+    ModelActivityInput,
+)
 from .model_errors import UNKNOWN_MODEL, activity_error
 from .providers import is_provider_model, provider_model
+from .providers.native import check_native_support
 from .reports import check_usage
 from .request_cache import RequestCache
 from .streaming import TextStream
 from .telemetry import note_request_messages
 
-__all__ = ["ModelActivities", "MODEL_ACTIVITY", "CACHE_SIZE", "with_ids"]
+__all__ = ["ModelActivities", "MODEL_ACTIVITY", "MODEL_POLL_ACTIVITY", "MODEL_CANCEL_ACTIVITY",
+           "CACHE_SIZE", "with_ids"]
 
 CACHE_SIZE = 20_000
 """Messages a worker keeps for requests of the earlier protocol (`message_refs`)."""
@@ -68,16 +80,23 @@ class ModelActivities:
         self.requests = RequestCache()
         self._cache: OrderedDict[str, Message] = OrderedDict()
 
+    def definitions(self) -> list[Any]:
+        """The activities a worker registers: the request, and a background response's poll
+        and cancel."""
+        return [self.model_request, self.model_poll, self.model_cancel]
+
+    def _model(self, name: str) -> Model:
+        """The model a request names: the worker's registry, a provider string, a built-in."""
+        try:
+            return self._models.get(name) or provider_model(name) or resolve_model(name, self._models)
+        except ConfigurationError as e:
+            raise ApplicationError(str(e), type=UNKNOWN_MODEL, non_retryable=True) from e
+
     @activity.defn(name=MODEL_ACTIVITY)
     async def model_request(self, req: ModelActivityInput) -> ModelResponse:
         """Call the selected model once."""
         require_agent_run()
-        try:
-            model = self._models.get(req.model) or provider_model(req.model) or resolve_model(
-                req.model, self._models
-            )
-        except ConfigurationError as e:
-            raise ApplicationError(str(e), type=UNKNOWN_MODEL, non_retryable=True) from e
+        model = self._model(req.model)
         key: str | None = None
         run = activity.info().workflow_id or ""
         if req.chain is not None:
@@ -86,14 +105,17 @@ class ModelActivities:
             messages = await self._legacy_messages(req)
             defs = RequestDefinitions(tools=req.tools, output_tools=req.output_tools,
                                       settings=req.settings, output_mode=req.output_mode,
-                                      output_schema=req.output_schema)
+                                      output_schema=req.output_schema,
+                                      native_tools=NATIVE_TOOLS.dump_python(req.native_tools, mode="json"))
         info = ModelInfo(
             tools=defs.tools, output_tools=defs.output_tools, settings=defs.settings,
             output_mode=defs.output_mode, output_schema=defs.output_schema,
             model_name=req.model, run_step=req.run_step, agent=req.agent,
+            native_tools=NATIVE_TOOLS.validate_python(defs.native_tools),
         )
         note_request_messages(messages, defs.settings)
         try:
+            _check_request(model, info)  # before anything is sent
             async with TextStream(req.run_step) if defs.settings.stream else _no_stream:  # streaming
                 response = await with_heartbeats(model.request(list(messages), info))
         except Exception as e:
@@ -101,11 +123,52 @@ class ModelActivities:
             if mapped is e:
                 raise
             raise mapped from None  # the cause may name an endpoint: it stays out of history
+        response = self._answered(model, response)
+        if key is not None:
+            self.requests.produced(key, messages, response, run)
+        return response
+
+    @activity.defn(name=MODEL_POLL_ACTIVITY)
+    async def model_poll(self, req: BackgroundInput) -> ModelResponse:
+        """Ask the provider once how a background response is doing (`ModelSettings.background`):
+        the finished response, or the response still `suspended`."""
+        require_agent_run()
+        model = self._background(req.model)
+        info = ModelInfo(model_name=req.model, run_step=req.run_step, agent=req.agent,
+                         output_tools=[ToolDefinition(name=n) for n in req.output_tools])
+        try:
+            response = await model.poll(req.response_id, info)
+        except Exception as e:
+            mapped = activity_error(e)
+            if mapped is e:
+                raise
+            raise mapped from None  # the cause may name an endpoint: it stays out of history
+        return self._answered(model, response)
+
+    @activity.defn(name=MODEL_CANCEL_ACTIVITY)
+    async def model_cancel(self, req: BackgroundInput) -> None:
+        """Cancel a background response (its run was cancelled)."""
+        require_agent_run()
+        try:
+            await self._background(req.model).cancel(req.response_id)
+        except Exception as e:
+            mapped = activity_error(e)
+            if mapped is e:
+                raise
+            raise mapped from None  # the cause may name an endpoint: it stays out of history
+
+    def _background(self, name: str) -> BackgroundModel:
+        model = self._model(name)
+        if not isinstance(model, BackgroundModel):
+            raise ApplicationError(f"model {name!r} has no background mode", type=UNKNOWN_MODEL,
+                                   non_retryable=True)
+        return model
+
+    def _answered(self, model: Any, response: ModelResponse) -> ModelResponse:
+        """A model's answer as the activity returns it: priced, with ids, within bounds."""
         response = with_ids(_priced(model, response))
         check_usage(response.usage)
         _check_size(response)
-        if key is not None:
-            self.requests.produced(key, messages, response, run)
         return response
 
     async def _ask(self, query: RequestQuery) -> RequestAnswer:
@@ -136,6 +199,17 @@ class ModelActivities:
         self._cache.move_to_end(ref)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
+
+
+def _check_request(model: Model, info: ModelInfo) -> None:
+    """Refuse, before anything is sent, a request the model cannot make as asked: native
+    tools its provider lacks, background mode it does not have (`ConfigurationError`: final)."""
+    if info.native_tools and is_provider_model(model):
+        check_native_support(model, info.native_tools)
+    if info.settings.background and not isinstance(model, BackgroundModel):
+        raise ConfigurationError(
+            f"model {info.model_name!r} has no background mode (ModelSettings.background): "
+            "only OpenAI Responses models (openai-responses:) run in the background")
 
 
 def _priced(model: Model, response: ModelResponse) -> ModelResponse:

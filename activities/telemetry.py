@@ -22,7 +22,15 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from towline.messages import Message, ModelRequest, ModelResponse, TextPart, ThinkingPart, Usage
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    NativeToolReturnPart,
+    TextPart,
+    ThinkingPart,
+    Usage,
+)
 from towline.models import Model
 from towline.options import ModelSettings
 
@@ -115,6 +123,9 @@ def genai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     parts.append({"type": "text", "content": p.content})
                 elif isinstance(p, ThinkingPart):
                     parts.append({"type": "reasoning", "content": p.content})
+                elif isinstance(p, NativeToolReturnPart):  # the provider ran it: its result
+                    parts.append({"type": "tool_call_response", "id": p.tool_call_id,
+                                  "response": p.content})
                 else:
                     parts.append({"type": "tool_call", "id": p.tool_call_id, "name": p.tool_name,
                                   "arguments": p.args})

@@ -17,6 +17,8 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     ToolCallPart,
     ToolReturnPart,
 )
@@ -76,8 +78,10 @@ def request_chars(messages: list[Message]) -> int:
             total += sum(_chars(p.content) for p in m.parts)
         else:
             for p in m.parts:
-                if isinstance(p, ToolCallPart):
+                if isinstance(p, ToolCallPart | NativeToolCallPart):
                     total += _chars(p.args)
+                elif isinstance(p, NativeToolReturnPart):
+                    total += _chars(p.content)
                 else:
                     total += len(p.content)
     return total

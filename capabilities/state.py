@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from towline.messages import Message, ModelResponse, Usage
+from towline.native_tools import NativeTool
 from towline.options import ModelSettings
 from towline.tools import ToolDefinition
 
@@ -78,6 +79,9 @@ class ModelRequestParams(BaseModel):
     """The selected tools: this request's executable set."""
     output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The structured-output tool (when the agent has an `output_type`)."""
+    native_tools: list[NativeTool] = Field(default_factory=list[NativeTool])
+    """The provider's own tools offered (`Agent.native_tools`); a hook may leave some out or
+    change their options for one request."""
 
 
 class ModelRequestState(BaseModel):
@@ -146,5 +150,7 @@ class ModelCallRequest(BaseModel):
     """The settings to send."""
     output_tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     """The structured-output tool, if any."""
+    native_tools: list[NativeTool] = Field(default_factory=list[NativeTool])
+    """The provider's own tools offered (narrow them to offer fewer)."""
     run_step: int = 0
     """The step this call belongs to (read-only)."""

@@ -20,6 +20,8 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     RemoveAll,
     RetryPart,
     SystemPart,
@@ -174,8 +176,11 @@ def transcript(messages: list[Message]) -> str:
             for p in m.parts:
                 if isinstance(p, TextPart):
                     lines.append(f"Assistant: {p.content}")
-                elif isinstance(p, ToolCallPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+                elif isinstance(p, ToolCallPart | NativeToolCallPart):
                     lines.append(f"Assistant called {p.tool_name}({_content(p.args)})")
+                elif isinstance(p, NativeToolReturnPart):
+                    lines.append(f"{p.tool_name} (run by {p.provider}) returned ({p.status}): "
+                                 f"{_content(p.content)}")
             continue
         for part in m.parts:
             if isinstance(part, SystemPart):

@@ -22,26 +22,38 @@ The agent streams (`ModelSettings(stream=True)`): `towline run` shows the model'
 as it is written and each tool call as it starts and ends, and `towline watch` shows the
 same from another terminal. The offline model streams too: it writes its answer a few
 words at a time, as a real model would.
+
+`native_agent` (`python examples/research.py --native "..."`) searches with the provider's
+own web search instead (`WebSearch`, a native tool: the provider runs it inside its
+response; no `fetch_url`, nothing runs on the worker but the model call). With `--model`
+it is a real provider's (OpenAI Responses, Anthropic, Gemini); offline, `offline_searcher`
+stands in: it emits a native tool call and its result as a provider would, a search it
+cannot make (no network), and says so, citing where the search would have gone.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import html
 import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote_plus
 
 import httpx
 
-from towline import Agent, ModelSettings, ToolError, tool
+from towline import Agent, ModelSettings, ToolError, WebSearch, tool
 from towline.capabilities import ToolApproval
 from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -49,7 +61,8 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 
-__all__ = ["agent", "fetch_url", "read_file", "offline_researcher", "research_step", "MODEL"]
+__all__ = ["agent", "native_agent", "fetch_url", "read_file", "offline_researcher", "offline_searcher",
+           "research_step", "MODEL", "NATIVE_MODEL", "main"]
 
 MAX_CHARS = 20_000
 """Characters a tool returns at most (a page or a file can be huge; the model's window is not)."""
@@ -147,6 +160,40 @@ def research_step(messages: list[Message]) -> ModelResponse | str:
     return "\n".join(lines)
 
 
+NATIVE_INSTRUCTIONS = (
+    "You are a careful research assistant. Search the web for what the question needs and "
+    "cite the pages you used. If the search finds nothing useful, say so instead of guessing."
+)
+SEARCH_PAGE = "https://duckduckgo.com/?q="
+"""Where the offline searcher says its search would have gone."""
+
+
+async def offline_searcher(
+    messages: list[Message], info: ModelInfo
+) -> AsyncIterator[str | TextPart | NativeToolCallPart | NativeToolReturnPart]:
+    """The offline model of `native_agent`, streaming: a web search as a provider reports one
+    (a native call and its result, provider `offline`: never sent to a real provider), then
+    an answer citing it. It has no network: its one result is the search's own address."""
+    start = max(i for i, m in enumerate(messages)
+                if isinstance(m, ModelRequest) and any(isinstance(p, UserPart) for p in m.parts))
+    question = " ".join(p.text for p in messages[start].parts if isinstance(p, UserPart)).strip()
+    if not any(t.kind == "web_search" for t in info.native_tools):
+        yield "I have no web search in this request."
+        return
+    url = SEARCH_PAGE + quote_plus(question)
+    yield NativeToolCallPart(tool_name="web_search", args={"query": question},
+                             tool_call_id="offline_search_1", provider="offline")
+    yield NativeToolReturnPart(tool_name="web_search", tool_call_id="offline_search_1",
+                               provider="offline", content=[{"title": f"Search: {question}", "url": url}])
+    text = (f"I searched the web for {question!r}, offline: this model has no network, so the "
+            f"search found nothing to read. The search is at {url}. (Run it with --model to "
+            "search for real.)")
+    for word in re.findall(r"\S+\s*", text):
+        await asyncio.sleep(PACE)
+        yield word
+    yield TextPart(content="", citations=[{"type": "search", "title": f"Search: {question}", "url": url}])
+
+
 MODEL: str | FunctionModel = os.environ.get("TOWLINE_MODEL") or FunctionModel(
     offline_researcher, model_name="research-offline")
 """`TOWLINE_MODEL` (a provider string), else the offline stand-in."""
@@ -159,3 +206,45 @@ agent = Agent(
     capabilities=[ToolApproval(tools=["read_file"], timeout=timedelta(hours=1))],
     settings=ModelSettings(stream=True),
 )
+
+NATIVE_MODEL: str | FunctionModel = os.environ.get("TOWLINE_MODEL") or FunctionModel(
+    offline_searcher, model_name="research-native-offline")
+"""`TOWLINE_MODEL` (a provider string), else the offline stand-in for a searching model."""
+
+native_agent = Agent(
+    name="research-native",
+    model=NATIVE_MODEL,
+    instructions=NATIVE_INSTRUCTIONS,
+    native_tools=[WebSearch()],
+    settings=ModelSettings(stream=True),
+)
+"""The research assistant with the provider's own web search instead of `fetch_url`."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python examples/research.py [--native] QUESTION [--model MODEL]`: run the agent (the
+    native one with `--native`) through `towline run`."""
+    parser = argparse.ArgumentParser(description="Run the research agent (towline run "
+                                     "examples.research:agent ...; --native: examples.research:native_agent).")
+    parser.add_argument("question", help="what to research")
+    parser.add_argument("--native", action="store_true",
+                        help="search with the provider's own web search (a native tool)")
+    parser.add_argument("--model", help="a real model, e.g. anthropic:claude-sonnet-4-6, "
+                        "openai-responses:gpt-5, google:gemini-2.5-flash (its key in the environment)")
+    args = parser.parse_args(argv)
+    command = ["run", f"examples.research:{'native_agent' if args.native else 'agent'}", args.question]
+    if args.model:
+        command += ["--model", args.model]
+    from towline.cli import run_cli
+
+    return run_cli(command)
+
+
+if __name__ == "__main__":
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)  # `examples.research` imports from any working directory
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the SDK's runtime can abort at interpreter exit (sdk-python #300)

@@ -45,6 +45,7 @@ if _TESTS not in sys.path:  # imported as `tests.history_agents` (the README's e
 
 import history_engine4_audit as audit4
 import history_engine4_ledger as ledger4
+import history_engine4_native as native4
 import history_engine4_real_traffic as traffic4
 from history_composed import (
     HOOK_MODELS,
@@ -244,3 +245,11 @@ HISTORY_AGENTS += HITL_AGENTS
 ENGINE4_HITL_RECORDINGS = [Recording(*r) for r in HITL_RECORDINGS]
 """This topic's engine-4 recordings (`tests/test_history_engine4_hitl.py` records them live)."""
 ENGINE4_RECORDINGS += ENGINE4_HITL_RECORDINGS
+
+# native tools (issue 33): a paused turn continued within its step, a background call polled
+HISTORY_AGENTS += native4.NATIVE_AGENTS
+ENGINE4_RECORDINGS += [
+    Recording("history-native4-paused", RunInput(agent=native4.paused_agent.name, prompt="double 21")),
+    Recording("history-native4-background",
+              RunInput(agent=native4.background_agent.name, prompt="research it")),
+]

@@ -26,6 +26,7 @@ from temporalio.client import Client
 from scripts import statuses
 from towline.client import run, with_towline
 from towline.errors import RunError
+from towline.results import RunResult
 
 RUN_TIMEOUT = 30.0
 """Long enough for a loaded machine; a wedged run waits it out (the failure seen before the fix)."""
@@ -47,7 +48,7 @@ async def served(client: Client, target: str, namespace: str
         await proc.wait()
 
 
-async def _run(served: tuple[Client, str, asyncio.subprocess.Process], prompt: str) -> object:
+async def _run(served: tuple[Client, str, asyncio.subprocess.Process], prompt: str) -> RunResult:
     tclient, queue, proc = served
     try:
         return await asyncio.wait_for(run(tclient, agent, prompt, task_queue=queue), RUN_TIMEOUT)

@@ -351,7 +351,8 @@ def test_importing_the_workflow_side_loads_no_io(graph: Graph) -> None:
 
 
 TOP_LEVEL_API = {"__init__", "agent", "client", "contract", "errors", "events", "media", "media_parts",
-                 "messages", "models", "options", "results", "tools"}
+                 "messages", "models", "native_parts", "native_tools", "options", "results",
+                 "tools"}
 """`towline/`'s own modules: the public API. Every other concern is a subpackage."""
 
 

@@ -46,6 +46,8 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     Remove,
     RemoveAll,
     RetryPart,
@@ -56,6 +58,14 @@ from towline.messages import (
     ToolReturnPart,
     Usage,
     UserPart,
+)
+from towline.native_tools import (
+    CodeExecution,
+    FileSearch,
+    HostedMCP,
+    UserLocation,
+    WebFetch,
+    WebSearch,
 )
 from towline.options import Limits, ModelSettings
 from towline.results import Counters, PartialRun, RunInput, RunResult
@@ -98,6 +108,8 @@ __all__ = [
     "ToolReturnPart",
     "RetryPart",
     "ThinkingPart",
+    "NativeToolCallPart",
+    "NativeToolReturnPart",
     "ImageUrl",
     "DocumentUrl",
     "BinaryContent",
@@ -135,4 +147,11 @@ __all__ = [
     # large payloads
     "PayloadStore",
     "FileStorageDriver",
+    # the providers' own tools (`Agent(native_tools=[...])`)
+    "WebSearch",
+    "WebFetch",
+    "CodeExecution",
+    "FileSearch",
+    "HostedMCP",
+    "UserLocation",
 ]

@@ -29,6 +29,7 @@ from towline.capabilities.base import (
 )
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
+from towline.native_tools import NativeTool, check_native_tools
 from towline.options import Limits, ModelSettings, OutputMode
 from towline.runtime.model_types import Model
 from towline.tools import Tool, ToolDefinition
@@ -82,14 +83,31 @@ class Agent:
     mcp_list_tools: Literal["per_run", "per_turn"] = "per_run"
     """List the MCP servers' tools once per run, or before every turn (so a tool a server
     gained or lost mid-run is picked up)."""
+    native_tools: Sequence[NativeTool] = ()
+    """The provider's own tools the model may use (`towline.native_tools`: `WebSearch`,
+    `WebFetch`, `CodeExecution`, `FileSearch`, `HostedMCP`): the provider runs them inside
+    its response; a provider without one fails the run before anything is sent."""
+    model_poll_interval: timedelta = timedelta(seconds=5)
+    """Background model calls (`ModelSettings.background`): the first wait before polling the
+    provider; each later wait doubles, up to `model_poll_max_interval`. Durable timers: no
+    worker is busy while the model works."""
+    model_poll_max_interval: timedelta = timedelta(minutes=2)
+    """The longest wait between two polls of a background model call (a day of waiting is
+    then about 720 polls)."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigurationError("an Agent needs a name")
-        for name in ("model_timeout", "tool_heartbeat_timeout"):
+        for name in ("model_timeout", "tool_heartbeat_timeout", "model_poll_interval",
+                     "model_poll_max_interval"):
             if getattr(self, name) <= timedelta(0):
                 raise ConfigurationError(f"agent {self.name!r}: {name} must be positive")
         object.__setattr__(self, "mcp_servers", check_servers(self.name, self.mcp_servers))
+        object.__setattr__(self, "native_tools",
+                           check_native_tools(f"agent {self.name!r}", self.native_tools))
+        if self.model_poll_max_interval < self.model_poll_interval:
+            raise ConfigurationError(f"agent {self.name!r}: model_poll_max_interval must not be "
+                                     "shorter than model_poll_interval")
         if self.mcp_list_tools not in ("per_run", "per_turn"):
             raise ConfigurationError(f"agent {self.name!r}: mcp_list_tools must be 'per_run' or "
                                      f"'per_turn', not {self.mcp_list_tools!r}")

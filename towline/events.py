@@ -77,18 +77,26 @@ def thinking_text(parts: Sequence[ThinkingPart]) -> str:
 def response_fields(step: int, response: ModelResponse) -> dict[str, Any]:
     """The fields of the `response` event of a committed turn (the record the text deltas
     preview). A response that thought says so in `thinking` (its thinking text, cut like any
-    preview, so a run that does not stream shows it too) and in `usage.reasoning_tokens`."""
+    preview, so a run that does not stream shows it too) and in `usage.reasoning_tokens`; the
+    provider's own tools it ran are in `native_tools` (each call with its result's status and
+    a preview of its content) and `usage.native_tool_uses`."""
     calls = [{"call_id": c.tool_call_id, "tool": c.tool_name, "args": c.args}
              for c in response.tool_calls]
-    usage = {"input_tokens": response.usage.input_tokens,
-             "output_tokens": response.usage.output_tokens}
+    usage: dict[str, Any] = {"input_tokens": response.usage.input_tokens,
+                             "output_tokens": response.usage.output_tokens}
     if response.usage.reasoning_tokens:
         usage["reasoning_tokens"] = response.usage.reasoning_tokens
+    if response.usage.native_tool_uses:
+        usage["native_tool_uses"] = dict(response.usage.native_tool_uses)
+    native = [{"call_id": c.tool_call_id, "tool": c.tool_name, "args": c.args, "provider": c.provider,
+               "status": None if r is None else r.status,
+               "content": None if r is None else preview(r.content)}
+              for c, r in response.native_tool_calls]
     thought = response.thinking
     return {"step": step, "text": response.text or None,
             "thinking": preview(thinking_text(thought)) if thought else None,
-            "tool_calls": calls or None, "finish_reason": response.finish_reason,
-            "model": response.model_name, "usage": usage}
+            "tool_calls": calls or None, "native_tools": native or None,
+            "finish_reason": response.finish_reason, "model": response.model_name, "usage": usage}
 
 
 def tool_end_fields(step: int, ret: ToolReturnPart) -> dict[str, Any]:
@@ -107,7 +115,8 @@ class RunEvent(BaseModel):
     request starts), `thinking` (a piece of the model's thinking, streamed apart from its
     answer: `delta`, `attempt`), `text` (a piece of the model's text: `delta`, `attempt`),
     `response` (the model answered: `text`, `thinking` (a preview of its thinking, when it
-    thought), `tool_calls`, `finish_reason`, `usage`), `tool_start` /
+    thought), `tool_calls`, `native_tools` (the provider's own tools it ran: `call_id`,
+    `tool`, `args`, `provider`, `status`, `content`), `finish_reason`, `usage`), `tool_start` /
     `tool_end` (`call_id`, `tool`, `args`; `status` and `content` at the end), `approval`
     (a call waits for a human), `decision` (`approved`, `rejected` or `timed_out`), `user` (a
     message sent to the run), `answer` (a session's answer; it waits for the next message),

@@ -32,6 +32,12 @@ from towline.media_parts import (  # the media parts: a module of their own, in 
     prompt_text,
 )
 from towline.media_parts import FrozenModel as _Frozen
+from towline.native_parts import (  # what providers run on their side: in this module's API
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    Suspended,
+    native_label,
+)
 
 __all__ = [
     "Usage",
@@ -42,6 +48,10 @@ __all__ = [
     "ToolReturnPart",
     "RetryPart",
     "ThinkingPart",
+    "NativeToolCallPart",
+    "NativeToolReturnPart",
+    "Suspended",
+    "native_label",
     "ImageUrl",
     "DocumentUrl",
     "BinaryContent",
@@ -124,7 +134,13 @@ class Usage(_Compact):
     cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, exclude_if=lambda v: v == 0)
     """US dollars spent on the requests whose price is known (finite: JSON has no infinity)."""
     unpriced_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
-    """Requests whose price is not known (their cost is not in `cost`)."""
+    """Requests whose price is not (wholly) known: not known at all (their cost is not in
+    `cost`), or that used a native tool whose price is not known (their tokens are)."""
+    native_tool_uses: dict[str, int] = Field(default_factory=dict[str, int],
+                                             exclude_if=lambda v: not v)
+    """Uses of the provider's native tools, by tool (`web_search`: searches made, `web_fetch`:
+    pages fetched, `code_execution`, `file_search`, `mcp`: calls), priced where their price
+    is known."""
 
     _compact_defaults: ClassVar[dict[str, Any]] = {
         "requests": 0, "input_tokens": 0, "output_tokens": 0}
@@ -149,7 +165,15 @@ class Usage(_Compact):
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cost=self.cost + other.cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
+            native_tool_uses=_summed(self.native_tool_uses, other.native_tool_uses),
         )
+
+
+def _summed(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Two counts by name, added."""
+    if not b:
+        return dict(a)
+    return {k: a.get(k, 0) + b.get(k, 0) for k in sorted({*a, *b})}
 
 
 ToolReturnStatus = Literal[
@@ -185,10 +209,15 @@ class UserPart(_Frozen):
 
 
 class TextPart(_Frozen):
-    """Text the model produced."""
+    """Text the model produced, with the citations the provider attached to it."""
 
     part_kind: Literal["text"] = "text"
     content: str
+    citations: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]],
+                                            exclude_if=lambda v: not v)
+    """The sources the provider cites for this text, as it sent them (Anthropic `citations`,
+    Responses `annotations`, Gemini grounding supports); sent back to the same provider
+    where its API takes them."""
 
 
 class ThinkingPart(_Compact):
@@ -267,7 +296,8 @@ RequestPart = Annotated[
     SystemPart | UserPart | ToolReturnPart | RetryPart, Field(discriminator="part_kind")
 ]
 ResponsePart = Annotated[
-    TextPart | ToolCallPart | ThinkingPart, Field(discriminator="part_kind")
+    TextPart | ToolCallPart | ThinkingPart | NativeToolCallPart | NativeToolReturnPart,
+    Field(discriminator="part_kind"),
 ]
 
 
@@ -304,6 +334,9 @@ class ModelResponse(_Compact):
     `finish_reason` and `refusal`, the Responses API's `status`, `incomplete_reason`,
     `refusal` and `error_code`. `finish_reason` is the normalised one; this keeps the raw
     value (`MODEL_ARMOR`, `refusal`, ...) that a `ContentFiltered` failure names."""
+    suspended: Suspended | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set while the provider has not finished the response (see `Suspended`): the run's step
+    completes it with more requests; a response in the history never has it."""
 
     _compact_defaults: ClassVar[dict[str, Any]] = {"model_name": None, "finish_reason": None}
 
@@ -321,6 +354,14 @@ class ModelResponse(_Compact):
     def tool_calls(self) -> list[ToolCallPart]:
         """The tool-call parts, in order."""
         return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def native_tool_calls(self) -> list[tuple[NativeToolCallPart, NativeToolReturnPart | None]]:
+        """The provider's native tool calls, in order, each with its return (None while the
+        provider has not reported it, e.g. in a paused turn)."""
+        returns = {p.tool_call_id: p for p in self.parts if isinstance(p, NativeToolReturnPart)}
+        return [(p, returns.get(p.tool_call_id)) for p in self.parts
+                if isinstance(p, NativeToolCallPart)]
 
 
 Message = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]

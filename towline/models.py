@@ -25,6 +25,8 @@ from towline.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     ResponsePart,
     TextPart,
     ThinkingPart,
@@ -157,9 +159,12 @@ def _since_last_prompt(messages: list[Message]) -> list[Message]:
     return messages
 
 
+StreamedPiece = str | TextPart | ThinkingPart | ToolCallPart | NativeToolCallPart | NativeToolReturnPart
+"""What a streaming `FunctionModel` yields."""
+
 ModelFunction = Callable[
     [list[Message], ModelInfo],
-    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[str | ThinkingPart | ToolCallPart] | Iterator[str | ThinkingPart | ToolCallPart]",
+    "ModelResponse | str | Awaitable[ModelResponse | str] | AsyncIterator[StreamedPiece] | Iterator[StreamedPiece]",
 ]
 
 
@@ -168,9 +173,11 @@ class FunctionModel:
     """A model whose every response is decided by `fn(messages, info)` (sync or async).
 
     `fn` returns a `ModelResponse`, or a `str` for a final text answer. A generator
-    function (sync or async) streams: it yields pieces of text (`str`), thinking
-    (`ThinkingPart`) and tool calls (`ToolCallPart`); the response is the thinking, then
-    the text joined, then the calls. When the request streams (`ModelSettings.stream`),
+    function (sync or async) streams: it yields pieces of text (`str`, or a `TextPart` with
+    citations), thinking (`ThinkingPart`), tool calls (`ToolCallPart`) and native tool calls
+    and returns (`NativeToolCallPart`, `NativeToolReturnPart`: what a provider's own tools
+    did); the response is the thinking, the native tool parts, the text joined (its
+    citations kept), then the calls. When the request streams (`ModelSettings.stream`),
     each piece of text or thinking reaches the run's live events as it is yielded.
     `info` says what the request offers: tools, the output tool, or the output mode and
     schema (`info.output_mode`, `info.output_schema`).
@@ -217,26 +224,34 @@ class FunctionModel:
 
 
 async def _gathered(pieces: Any) -> ModelResponse:
-    """The response a streaming `FunctionModel` yields piece by piece (thinking, text, calls)."""
+    """The response a streaming `FunctionModel` yields piece by piece (thinking, native tool
+    parts, text, calls)."""
     from towline.activities.streaming import text_delta, thinking_delta
 
     thinking: list[ThinkingPart] = []
+    native: list[ResponsePart] = []
     text: list[str] = []
+    citations: list[dict[str, Any]] = []
     calls: list[ToolCallPart] = []
 
     def take(piece: Any) -> None:
-        if isinstance(piece, str):
-            text.append(piece)
-            text_delta(piece)
+        if isinstance(piece, str | TextPart):
+            content = piece if isinstance(piece, str) else piece.content
+            if isinstance(piece, TextPart):
+                citations.extend(piece.citations)
+            text.append(content)
+            text_delta(content)
         elif isinstance(piece, ToolCallPart):
             calls.append(piece)
+        elif isinstance(piece, NativeToolCallPart | NativeToolReturnPart):
+            native.append(piece)
         elif isinstance(piece, ThinkingPart):
             thinking.append(piece)
             if piece.content:
                 thinking_delta(piece.content)
         else:
-            raise TypeError(f"a streaming FunctionModel yields str, ThinkingPart or "
-                            f"ToolCallPart, not {type(piece).__name__}")
+            raise TypeError(f"a streaming FunctionModel yields str, TextPart, ThinkingPart, "
+                            f"ToolCallPart or native tool parts, not {type(piece).__name__}")
 
     if inspect.isasyncgen(pieces):
         async for piece in pieces:
@@ -244,9 +259,9 @@ async def _gathered(pieces: Any) -> ModelResponse:
     else:
         for piece in pieces:
             take(piece)
-    parts: list[ResponsePart] = [*thinking]
+    parts: list[ResponsePart] = [*thinking, *native]
     if text:
-        parts.append(TextPart(content="".join(text)))
+        parts.append(TextPart(content="".join(text), citations=citations))
     parts += calls
     return ModelResponse(parts=parts, finish_reason="tool_calls" if calls else "stop")
 

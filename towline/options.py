@@ -56,6 +56,13 @@ class ModelSettings(BaseModel):
     `towline.client.events`), in batches: a bounded number of history events per model call.
     A run's input may turn it on or off (`RunInput.stream`). The response is the same either way."""
 
+    background: bool = Field(default=False, exclude_if=lambda v: v is False)
+    """Run the model call in the provider's background mode (OpenAI Responses: for
+    deep-research and other long models): the call starts the response, then the run polls
+    it with durable timers between short activities (`Agent.model_poll_interval`), so no
+    worker holds a connection or an activity slot while the model works, and a cancelled run
+    cancels the response. A provider without it fails the run before anything is sent."""
+
     @field_validator("thinking")
     @classmethod
     def _budget(cls, thinking: Thinking | None) -> Thinking | None:

@@ -2,44 +2,40 @@
 
 `call_model` schedules the `towline.model_request` activity. A hook that calls a
 model reports the usage under `llm_usage` itself; the run's own calls are
-counted by the runtime.
+counted by the runtime (`request_model` tells it how many requests one call made).
+
+A response its provider has not finished (`ModelResponse.suspended`, engine 4) is
+completed here, as more requests of the same call (`workflows.suspended`): an Anthropic
+`pause_turn` is continued, an OpenAI background response polled. The caller gets the
+finished response.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from towline.activities.io import MODEL_ACTIVITY, ModelActivityInput
-from towline.activities.model_errors import CONTEXT_LENGTH
-from towline.errors import (
-    Cancelled,
-    ContextLengthExceeded,
-    ModelRequestFailed,
-    PayloadTooLarge,
-    runtime_failure,
-)
-from towline.fleet.routing import current_dispatch
-from towline.messages import Message, ModelResponse, Usage
+from towline.errors import PayloadTooLarge, runtime_failure
+from towline.messages import Message, ModelResponse
+from towline.native_tools import NATIVE_TOOLS, NativeTool
 from towline.options import ModelSettings, OutputMode
 from towline.runtime.request_chain import RequestBook, RequestDefinitions
 from towline.tools import ToolDefinition
 
+from .model_schedule import CallPlan, ModelCall, schedule_model_activity, validated
 from .run import oversize, run_payload_limit
+from .suspended import complete
+from .versions import at_least
 
-__all__ = ["call_model", "DEFAULT_HEARTBEAT_TIMEOUT"]
+__all__ = ["call_model", "request_model", "DEFAULT_HEARTBEAT_TIMEOUT", "ModelCall"]
 
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """How long a model activity may go without a heartbeat before Temporal retries it."""
-
-_TOO_LARGE = ("PayloadTooLarge", "PayloadsTooLarge")
-"""Activity failure types of a response over the payload limit: the model activity's
-own check, and the SDK's (`PayloadsTooLarge`) should a response slip past it."""
 
 
 async def call_model(
@@ -51,12 +47,15 @@ async def call_model(
     output_mode: OutputMode = "tool",
     output_schema: dict[str, Any] | None = None,
     settings: ModelSettings | None = None,
+    native_tools: list[NativeTool] | None = None,
     run_step: int = 0,
     agent: str = "",
     summary: str | None = None,
     timeout: timedelta = timedelta(minutes=10),
     retry_policy: RetryPolicy | None = None,
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
+    poll_interval: timedelta = timedelta(seconds=5),
+    poll_max_interval: timedelta = timedelta(minutes=2),
 ) -> ModelResponse:
     """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good
     (`ContextLengthExceeded` when the request does not fit the model's context window).
@@ -65,16 +64,87 @@ async def call_model(
     mid-request is noticed after `heartbeat_timeout` and the request retried elsewhere.
 
     `output_mode` and `output_schema` (the output's JSON schema, in the `native` and
-    `prompted` modes) reach the model in its `ModelInfo`.
+    `prompted` modes) reach the model in its `ModelInfo`, as do `native_tools` (the
+    provider's own tools). A background call (`settings.background`) is polled after
+    `poll_interval`, each later wait doubling up to `poll_max_interval`.
 
     Inside an `AgentRun`, the request travels by reference (`towline.runtime.request_chain`):
     its input names the messages a worker already holds with one key, so its size
     does not grow with the conversation.
     """
+    call = await request_model(
+        model, messages, tools=tools, output_tools=output_tools, output_mode=output_mode,
+        output_schema=output_schema, settings=settings, native_tools=native_tools,
+        run_step=run_step, agent=agent, summary=summary, timeout=timeout,
+        retry_policy=retry_policy, heartbeat_timeout=heartbeat_timeout,
+        poll_interval=poll_interval, poll_max_interval=poll_max_interval)
+    return call.response
+
+
+async def request_model(
+    model: str,
+    messages: list[Message],
+    *,
+    tools: list[ToolDefinition] | None = None,
+    output_tools: list[ToolDefinition] | None = None,
+    output_mode: OutputMode = "tool",
+    output_schema: dict[str, Any] | None = None,
+    settings: ModelSettings | None = None,
+    native_tools: list[NativeTool] | None = None,
+    run_step: int = 0,
+    agent: str = "",
+    summary: str | None = None,
+    timeout: timedelta = timedelta(minutes=10),
+    retry_policy: RetryPolicy | None = None,
+    heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
+    poll_interval: timedelta = timedelta(seconds=5),
+    poll_max_interval: timedelta = timedelta(minutes=2),
+    max_requests: int | None = None,
+    answered: Callable[[ModelResponse], None] | None = None,
+) -> ModelCall:
+    """`call_model`, and how many model requests it made (more than one when the provider
+    paused the turn: each continuation is a request, `max_requests` at most; `answered` is told
+    of each paused piece before its continuation is sent, see `suspended.complete`)."""
+    settings = settings or ModelSettings()
+    if settings.background and not at_least(4):  # engine 4 polls; older runs never asked
+        settings = settings.model_copy(update={"background": False})
     definitions = RequestDefinitions(tools=tools or [], output_tools=output_tools or [],
-                                     settings=settings or ModelSettings(),
-                                     output_mode=output_mode, output_schema=output_schema)
-    inp = ModelActivityInput(model=model, run_step=run_step, agent=agent)
+                                     settings=settings, output_mode=output_mode,
+                                     output_schema=output_schema,
+                                     native_tools=NATIVE_TOOLS.dump_python(native_tools or [], mode="json"))
+    plan = CallPlan(
+        model=model, run_step=run_step, agent=agent,
+        summary=summary or _summary(model, run_step, native_tools or []),
+        output_tools=[t.name for t in output_tools or []],
+        timeout=timeout, retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
+        heartbeat_timeout=heartbeat_timeout, poll_interval=poll_interval,
+        poll_max_interval=poll_max_interval, max_requests=max_requests,
+    )
+
+    async def send(sent: list[Message]) -> ModelResponse:
+        return await _request(plan, sent, definitions)
+
+    response = await send(messages)
+    if response.suspended is None:
+        return ModelCall(response, 1, response.usage)
+    if not at_least(4):  # older runs took a paused turn as it came
+        return ModelCall(response.model_copy(update={"suspended": None}), 1, response.usage)
+    return await complete(plan, messages, response, send, answered)
+
+
+def _summary(model: str, step: int, native: list[NativeTool]) -> str:
+    """The model activity's summary in the UI: `<model> · step <n>`, then the provider's own
+    tools it may run (`· web_search, code_execution`)."""
+    tools = ", ".join(dict.fromkeys(t.kind for t in native))
+    return f"{model} · step {step}" + (f" · {tools}" if tools else "")
+
+
+async def _request(plan: CallPlan, messages: list[Message],
+                   definitions: RequestDefinitions) -> ModelResponse:
+    """One `towline.model_request` activity: the request by reference inside an `AgentRun`,
+    inline elsewhere; its failures as the run's (`ModelRequestFailed`, ...)."""
+    model = plan.model
+    inp = ModelActivityInput(model=model, run_step=plan.run_step, agent=plan.agent)
     book: RequestBook | None = getattr(workflow.instance(), "request_book", None)
     n: int | None = None
     if isinstance(book, RequestBook):
@@ -95,53 +165,11 @@ async def call_model(
             PayloadTooLarge(f"model request of {size} bytes exceeds the {run_payload_limit()}-byte limit")
         )
     try:
-        # Decoded as plain JSON and validated here: a response that does not decode
-        # (say, a provider adapter's tool call whose args are a list) would otherwise
-        # fail the workflow *task* and leave the run stuck, retrying forever.
-        # Fleet: the model's own task queue (a shared rate limit) and the run's priority;
-        # both default (the run's queue, no priority) before engine 3 (see `towline.fleet.routing`).
-        dispatch = current_dispatch()
-        raw: Any = await workflow.execute_activity(
-            MODEL_ACTIVITY, inp,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=heartbeat_timeout,
-            retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
-            summary=summary or f"{model} · step {run_step}",
-            task_queue=dispatch.model_queue(model), priority=dispatch.priority,
-        )
-        response = _validated(model, raw)
+        raw = await schedule_model_activity(plan, MODEL_ACTIVITY, inp, plan.summary)
+        response = validated(model, raw)
         if isinstance(book, RequestBook) and n is not None and response.id:
             book.answered(n, response)  # its worker keeps it: the next request names it by key
         return response
-    except ActivityError as e:
-        cause = e.cause or e
-        if isinstance(cause, CancelledError):
-            raise runtime_failure(Cancelled("the run was cancelled during a model call")) from e
-        if isinstance(cause, ApplicationError) and cause.type in _TOO_LARGE:
-            raise runtime_failure(PayloadTooLarge(
-                f"model {model!r} answered too large a response: {cause}",
-                usage=_reported_usage(cause),
-            )) from e
-        if isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH:
-            raise runtime_failure(ContextLengthExceeded(f"model {model!r} failed: {cause}")) from e
-        raise runtime_failure(ModelRequestFailed(f"model {model!r} failed: {cause}")) from e
     finally:
         if isinstance(book, RequestBook) and n is not None:
             book.close(n)
-
-
-def _validated(model: str, raw: Any) -> ModelResponse:
-    try:
-        return ModelResponse.model_validate(raw)
-    except ValidationError as e:
-        raise runtime_failure(
-            ModelRequestFailed(f"model {model!r} answered an invalid response: {e}")
-        ) from None
-
-
-def _reported_usage(cause: ApplicationError) -> Usage | None:
-    """The usage a failed model activity reported in its details (a response too large)."""
-    try:
-        return Usage.model_validate(cause.details[0]) if cause.details else None
-    except (ValidationError, TypeError):
-        return None

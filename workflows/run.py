@@ -303,6 +303,9 @@ class Run:
         ]
         if c.cost_micros is not None:
             lines.append(f"- cost {format_cost(c.cost_micros, c.unpriced_requests)}")
+        if self.usage.native_tool_uses:  # what the provider ran itself (web searches, code, ...)
+            uses = ", ".join(f"{k} ×{n}" for k, n in self.usage.native_tool_uses.items())
+            lines.append(f"- native tools {uses}")
         if self.pending_approvals:
             lines.extend(pending_lines(self.pending_approvals))
         elif self.status == "waiting" and self.waiting_for == "message":

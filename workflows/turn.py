@@ -51,7 +51,7 @@ from .hooks import (
     run_model_hooks,
     where_of,
 )
-from .model_call import call_model
+from .model_call import request_model
 from .output import output_instructions
 from .run import Run, check_state_fits
 from .tool_exec import refuse_too_many_calls
@@ -161,6 +161,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         params=ModelRequestParams(
             function_tools=_offered(run),
             output_tools=[output_tool] if output_tool else [],
+            native_tools=list(agent.native_tools),
         ),
         agent=AgentView(name=agent.name, instructions=agent.instructions,
                         output_retries=run.limits.output_retries),
@@ -180,7 +181,8 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         messages=render_instructions(state.request_messages, state.agent.instructions,
                                      output_instructions(agent)),
         tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
-        output_tools=state.params.output_tools, run_step=step,
+        output_tools=state.params.output_tools, native_tools=state.params.native_tools,
+        run_step=step,
     )
     response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
     if at_least(4):
@@ -244,21 +246,25 @@ async def _call_chain(
             raise
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
         try:
-            response = await call_model(
+            call = await request_model(
                 req.model, req.messages, tools=tools, output_tools=req.output_tools,
-                output_mode=mode, output_schema=schema,
+                output_mode=mode, output_schema=schema, native_tools=req.native_tools,
                 settings=req.settings, run_step=step, agent=run.agent.name,
                 timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
                 heartbeat_timeout=run.agent.model_heartbeat_timeout,
+                poll_interval=run.agent.model_poll_interval,
+                poll_max_interval=run.agent.model_poll_max_interval,
+                max_requests=None if limit is None else limit - run.counters.requests,
+                answered=lambda piece: _answered(run, piece),
             )
-        except PayloadTooLarge as e:
-            usage = e.extra.get("usage")
-            if isinstance(usage, Usage) and since(FAILURE_ACCOUNTING):
-                run.bump(requests=run.counters.requests + 1)  # the model did answer
-                run.add_usage(usage)
+        except RunFailure as e:
+            _count_spent(run, e)
+            if isinstance(e, UsageLimitExceeded):
+                limit_hit.append(e)
             raise
-        run.bump(requests=run.counters.requests + 1)
-        run.add_usage(response.usage)
+        response = call.response
+        run.bump(requests=run.counters.requests + 1)  # the call's last request
+        run.add_usage(call.unreported)
         response = normalize(run, response, "model")
         made.append((tools, response))
         return response
@@ -275,6 +281,23 @@ async def _call_chain(
         if made_response.id == response.id:
             return response, tools
     return response, (made[-1][0] if made else list(request.tools))
+
+
+def _answered(run: Run, piece: ModelResponse) -> None:
+    """A piece of a paused turn is done (engine 4): counted now, so the request that continues
+    it carries it in its ledger header, and checked against the run's spending limits."""
+    run.bump(requests=run.counters.requests + 1)
+    run.add_usage(piece.usage)
+    run.check_spend()
+
+
+def _count_spent(run: Run, failure: RunFailure) -> None:
+    """A model call that failed after the model answered still counts what it spent: a
+    response too large to return."""
+    usage = failure.extra.get("usage")
+    if isinstance(failure, PayloadTooLarge) and isinstance(usage, Usage) and since(FAILURE_ACCOUNTING):
+        run.bump(requests=run.counters.requests + 1)  # the model did answer
+        run.add_usage(usage)
 
 
 def _wrap(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import importlib
+import inspect
 import json
 import logging
 import math
@@ -27,17 +28,18 @@ from urllib.parse import urlsplit
 from temporalio import activity
 
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
+from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart
 from towline.runtime.addresses import is_local_host
 from towline.runtime.model_types import ModelHTTPError, ModelInfo
 
 from ._endpoint import Endpoint, connection_error
+from ._prices import NATIVE_PRICE_UNITS, priced  # one home: `_prices`; here for the providers
 
 __all__ = [
     "ProviderModel", "Endpoint", "import_sdk", "cached_client", "items", "field_map", "parse_args",
     "return_text", "retry_text", "priced", "status_error", "connection_error", "provider_message",
-    "remember_secrets", "request_timeout", "DEFAULT_TIMEOUT", "unsupported_media", "own_thinking",
-    "LOCAL_PLACEHOLDER_KEY",
+    "remember_secrets", "remember_secret", "request_timeout", "DEFAULT_TIMEOUT", "unsupported_media",
+    "own_thinking", "LOCAL_PLACEHOLDER_KEY", "NATIVE_PRICE_UNITS", "raw_json",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -102,6 +104,9 @@ class ProviderModel:
     """The base URL used when none is configured, else the SDK's own."""
     own_provider: ClassVar[str] = ""
     """The `genai-prices` id of the provider's own endpoint."""
+    native_family: ClassVar[str] = ""
+    """The family of native tools the provider runs (`anthropic`, `openai`, `google`; "": it
+    runs none, and a request asking for one fails before it is sent)."""
 
     def __post_init__(self) -> None:
         if not self.model or not isinstance(self.model, str):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -269,28 +274,19 @@ def own_thinking(part: ThinkingPart, family: str) -> bool:
     return part.provider == family
 
 
-# --- prices ------------------------------------------------------------------------------
+# --- raw answers -------------------------------------------------------------------------
 
 
-def priced(usage: Usage, model_ref: str, pricing: Mapping[str, str] | None) -> Usage:
-    """`usage` with its cost from `genai-prices`, or counted unpriced when it is unknown."""
-    unpriced = usage.model_copy(update={"unpriced_requests": usage.requests, "cost": 0.0})
-    if pricing is None:
-        return unpriced
-    try:
-        prices = importlib.import_module("genai_prices")
-    except ImportError:
-        return unpriced
-    tokens = prices.Usage(
-        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens or None,
-        cache_write_tokens=usage.cache_write_tokens or None,
-    )
-    try:
-        calc = prices.calc_price(tokens, model_ref, **pricing)
-    except (LookupError, ValueError):
-        return unpriced
-    return usage.model_copy(update={"cost": float(calc.total_price), "unpriced_requests": 0})
+async def raw_json(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The JSON body of an SDK call made `with_raw_response`, kept exactly as it came (a native
+    tool's encrypted content byte for byte, no field the SDK's types add): the async client's
+    response reads it with `json()` (a coroutine), the legacy one holds it in `http_response`."""
+    raw = await call(*args, **kwargs)
+    reader = getattr(raw, "json", None)
+    value = reader() if callable(reader) else raw.http_response.json()
+    if inspect.isawaitable(value):
+        value = await value
+    return dict(field_map(value))
 
 
 # --- errors ------------------------------------------------------------------------------
@@ -376,6 +372,13 @@ _FILTER = _Redact()
 def remember_secrets(endpoint: Endpoint) -> None:
     """Redact this endpoint's key and address from the HTTP libraries' log lines."""
     _FILTER.secrets.update(endpoint.secrets())
+    _redact_http_logs()
+
+
+def remember_secret(secret: str) -> None:
+    """Redact one more secret (a hosted MCP server's token) from those log lines."""
+    if len(secret) >= 4:
+        _FILTER.secrets.add(secret)
     _redact_http_logs()
 
 

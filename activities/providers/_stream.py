@@ -159,15 +159,21 @@ async def stream_responses(create: Any, body: Mapping[str, Any], extra: Mapping[
 
 
 async def stream_anthropic(client: Any, body: Mapping[str, Any], extra: Mapping[str, Any],
-                           endpoint: Endpoint, provider: str = "anthropic") -> dict[str, Any]:
+                           endpoint: Endpoint, provider: str = "anthropic", *,
+                           headers: Mapping[str, str] | None = None,
+                           beta: bool = False) -> dict[str, Any]:
     """A streamed Messages API request, gathered by the SDK into the final `message`
     (thinking blocks with the signature their `signature_delta` brought); the thinking
-    text is reported as it arrives too (`thinking_delta`), apart from the answer's."""
+    text is reported as it arrives too (`thinking_delta`), apart from the answer's. `headers`
+    are extra HTTP headers (a server tool's beta); `beta` streams through the SDK's beta
+    client, whose types know the MCP connector's blocks."""
     import anthropic
 
     try:
-        async with client.messages.stream(**body, extra_body=dict(extra) or None,
-                                          timeout=request_timeout()) as stream:
+        messages = client.beta.messages if beta else client.messages
+        async with messages.stream(**body, extra_body=dict(extra) or None,
+                                   extra_headers=dict(headers or {}) or None,
+                                   timeout=request_timeout()) as stream:
             async for event in stream:
                 if event.type == "text" and event.text:
                     text_delta(str(event.text))

@@ -4,7 +4,10 @@ The request is built by `anthropic_wire.build_request` (messages, media,
 thinking, cache breakpoints, native output); this module sends it through the
 SDK, streamed or not, and reads the answer back: text, tool calls, and
 `thinking` / `redacted_thinking` blocks as `ThinkingPart`s (with their
-signature) in the order they came. `max_tokens` is required by the API:
+signature) in the order they came, and server tools' blocks as native tool parts
+(`anthropic_native`; a request with native tools reads the raw JSON, so their encrypted
+content is kept byte for byte). `pause_turn` is a `Suspended` response: the run
+continues the turn. `max_tokens` is required by the API:
 `default_max_tokens` fills it when the settings leave it unset.
 """
 
@@ -19,7 +22,6 @@ from towline.messages import (
     Message,
     ModelResponse,
     ResponsePart,
-    TextPart,
     ThinkingPart,
     ToolCallPart,
     Usage,
@@ -31,10 +33,12 @@ from ._common import (
     ProviderModel,
     field_map,
     items,
+    raw_json,
     request_timeout,
 )
 from ._sdk_errors import anthropic_error
 from ._stream import stream_anthropic
+from .anthropic_native import native_request, paused, server_part, server_usage, text_part
 from .anthropic_wire import DEFAULT_MAX_TOKENS, FAMILY, build_request
 
 __all__ = ["AnthropicModel", "build_request", "parse_response", "anthropic_error", "DEFAULT_MAX_TOKENS",
@@ -73,22 +77,32 @@ class AnthropicModel(ProviderModel):
     key_env: ClassVar[str] = "ANTHROPIC_API_KEY"
     url_env: ClassVar[str] = "ANTHROPIC_BASE_URL"
     own_provider: ClassVar[str] = "anthropic"
+    native_family: ClassVar[str] = "anthropic"
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
         """One Messages API request (SDK retries off: Temporal retries)."""
-        endpoint, client = self.connect()
         body, extra = build_request(self.model, messages, info, self.default_max_tokens)
+        native = native_request(self.name, info.native_tools, messages)  # may refuse: first
+        native.apply(body, extra)
+        endpoint, client = self.connect()
         import anthropic
 
         if info.settings.stream:  # streaming
-            data = await stream_anthropic(client, body, extra, endpoint, self.prefix)
+            data = await stream_anthropic(client, body, extra, endpoint, self.prefix,
+                                          headers=native.headers, beta=bool(native.mcp_servers))
         else:
             try:
-                result = await client.messages.create(**body, extra_body=extra or None,
-                                                      timeout=request_timeout())
+                if info.native_tools:  # the blocks exactly as they came: the raw JSON
+                    data = await raw_json(
+                        client.messages.with_raw_response.create, **body,
+                        extra_body=extra or None, extra_headers=native.headers or None,
+                        timeout=request_timeout())
+                else:
+                    result = await client.messages.create(**body, extra_body=extra or None,
+                                                          timeout=request_timeout())
+                    data = result.model_dump(mode="json")
             except anthropic.AnthropicError as e:
                 raise anthropic_error(e, endpoint, self.prefix) from None
-            data = result.model_dump(mode="json")
         return self.price(parse_response(data, info, self.model), endpoint)
 
     def connect(self) -> tuple[Endpoint, Any]:
@@ -104,11 +118,11 @@ def _make_client(module: Any, endpoint: Endpoint) -> Any:
 # --- Messages API -> towline ----------------------------------------------------------------
 
 
-def _part(block: Mapping[str, Any], outputs: set[str]) -> ResponsePart | None:
+def _part(block: Mapping[str, Any], outputs: set[str], container: str | None) -> ResponsePart | None:
     """One content block as a part (None for a block towline does not keep)."""
     kind = block.get("type")
     if kind == "text" and block.get("text"):
-        return TextPart(content=str(block["text"]))
+        return text_part(block)
     if kind == "thinking":
         return ThinkingPart(content=str(block.get("thinking") or ""),
                             signature=str(block.get("signature") or "") or None, provider=FAMILY)
@@ -123,13 +137,15 @@ def _part(block: Mapping[str, Any], outputs: set[str]) -> ResponsePart | None:
             tool_call_id=str(block.get("id") or ""),
             kind="output" if name in outputs else "function",
         )
-    return None
+    return server_part(block, container)
 
 
 def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
     """A Messages API answer (JSON data) as a `ModelResponse` (usage not yet priced)."""
     outputs = {t.name for t in info.output_tools}
-    parts = [p for p in (_part(b, outputs) for b in items(data.get("content"))) if p is not None]
+    container = str(field_map(data.get("container")).get("id") or "") or None
+    parts = [p for p in (_part(b, outputs, container) for b in items(data.get("content")))
+             if p is not None]
     reason = str(data.get("stop_reason") or "")
     finish = STOP_REASONS.get(reason) or (
         "tool_calls" if any(isinstance(p, ToolCallPart) for p in parts) else "stop")
@@ -142,7 +158,8 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         requests=1, input_tokens=int(raw.get("input_tokens") or 0) + read + written,
         output_tokens=int(raw.get("output_tokens") or 0),
         cache_read_tokens=read, cache_write_tokens=written,
+        native_tool_uses=server_usage(data, parts),
     )
     return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
-                         finish_reason=finish,
+                         finish_reason=finish, suspended=paused(data),
                          provider_details={"stop_reason": reason} if reason else {})

@@ -4,7 +4,9 @@
   `assistant` (consecutive ones of a role are merged, tool results first, as
   the API requires); tool results carry `is_error` for every status but
   `succeeded`.
-- A response's parts go back in their order. Its `ThinkingPart`s made by an
+- A response's parts go back in their order; its server tool blocks (native tool parts of
+  an Anthropic model: `server_tool_use`, `*_tool_result`, `mcp_tool_*`) exactly as they
+  came, and a text block with its citations (`anthropic_native`). Its `ThinkingPart`s made by an
   Anthropic model return as `thinking` (text and signature) or
   `redacted_thinking` (data) blocks, unchanged: the API checks the signature
   and, with thinking on, wants the assistant turn of a tool loop to start with
@@ -54,6 +56,7 @@ from towline.runtime.output_schema import strict_schema
 
 from ._common import own_thinking, retry_text, unsupported_media
 from ._media import data_url_bytes, media_type, split_return
+from .anthropic_native import citations_back
 
 __all__ = [
     "build_request",
@@ -188,10 +191,13 @@ def _response_blocks(m: ModelResponse) -> list[dict[str, Any]]:
                           {"type": "thinking", "thinking": p.content, "signature": p.signature})
         elif isinstance(p, TextPart):
             if p.content:
-                blocks.append({"type": "text", "text": p.content})
-        elif isinstance(p, ToolCallPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+                cited = citations_back(p)
+                blocks.append({"type": "text", "text": p.content, **({"citations": cited} if cited else {})})
+        elif isinstance(p, ToolCallPart):
             blocks.append({"type": "tool_use", "id": p.tool_call_id, "name": p.tool_name,
                            "input": p.args})
+        elif p.provider == FAMILY and p.provider_data:  # a server tool's block, as it came
+            blocks.append(dict(p.provider_data))
     return blocks
 
 

@@ -68,6 +68,7 @@ class BedrockModel(AnthropicModel):
     key_env: ClassVar[str] = "AWS_BEARER_TOKEN_BEDROCK"
     url_env: ClassVar[str] = "ANTHROPIC_BEDROCK_BASE_URL"
     own_provider: ClassVar[str] = "aws"
+    native_family: ClassVar[str] = ""  # Claude on Bedrock: no server tools through this client
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
         """One Messages API request to Bedrock (SDK retries off: Temporal retries)."""

@@ -26,7 +26,7 @@ import importlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -47,9 +47,10 @@ from ._common import (
     request_timeout,
     status_error,
 )
-from .google_wire import gemini_config, merge_chunks, parse_response
+from .google_wire import gemini_config, parse_response
 
-__all__ = ["GoogleModel", "GoogleVertexModel", "GoogleEndpoint", "gemini_error", "google_error"]
+__all__ = ["GoogleModel", "GoogleVertexModel", "GoogleEndpoint", "gemini_error", "google_error",
+           "merge_chunks"]
 
 _OVERFLOW = re.compile(r"input token count.*exceeds the maximum number of tokens", re.IGNORECASE | re.DOTALL)
 _TRUE = ("1", "true", "yes")
@@ -88,6 +89,7 @@ class GoogleModel(ProviderModel):
     key_env: ClassVar[str] = "GEMINI_API_KEY"
     url_env: ClassVar[str] = "GOOGLE_GEMINI_BASE_URL"
     own_provider: ClassVar[str] = "google"
+    native_family: ClassVar[str] = "google"
 
     @property
     def on_vertex(self) -> bool:
@@ -207,6 +209,37 @@ async def _streamed(client: Any, model: str, contents: list[dict[str, Any]],
     finished = answer["candidates"][0].get("finish_reason")
     if not finished and not field_map(answer.get("prompt_feedback")).get("block_reason"):
         raise ModelConnectionError("google: the stream ended before the answer was complete")
+    return answer
+
+
+def merge_chunks(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Streamed `GenerateContentResponse` chunks gathered into the one answer they make: text
+    pieces joined (thoughts apart from the answer; a signed piece ends its part), function
+    calls as they came, the last finish reason, usage and model version."""
+    parts: list[dict[str, Any]] = []
+    answer: dict[str, Any] = {}
+    candidate: dict[str, Any] = {}
+    for chunk in chunks:
+        for key in ("usage_metadata", "model_version", "response_id", "prompt_feedback"):
+            if chunk.get(key):
+                answer[key] = chunk[key]
+        for c in items(chunk.get("candidates"))[:1]:
+            candidate.update({k: c[k] for k in ("finish_reason", "finish_message") if c.get(k)})
+            for key in ("grounding_metadata", "url_context_metadata"):  # on the last chunk
+                if c.get(key):
+                    candidate[key] = c[key]
+            for part in items(field_map(c.get("content")).get("parts")):
+                last = parts[-1] if parts else None
+                if (last is not None and "text" in part and "text" in last
+                        and bool(part.get("thought")) == bool(last.get("thought"))
+                        and not last.get("thought_signature")):
+                    last["text"] += str(part["text"])
+                    if part.get("thought_signature"):
+                        last["thought_signature"] = part["thought_signature"]
+                else:
+                    parts.append(dict(part))
+    candidate["content"] = {"role": "model", "parts": parts}
+    answer["candidates"] = [candidate]
     return answer
 
 

@@ -19,6 +19,8 @@ an answer (or its streamed chunks) back to a `ModelResponse`. Pure functions.
   Gemini caches a repeated prompt prefix by itself (implicit caching: no request field, so
   `ModelSettings.prompt_cache` changes nothing here); `cached_content_token_count` is
   `cache_read_tokens`, priced at the cache rate.
+- Native tools (`google_native`): `google_search`, `url_context` and `code_execution`; code
+  parts go back as they came, grounding metadata stays in the history.
 - Native output: `response_mime_type: application/json` with the output's strict schema as
   `response_json_schema` (full JSON Schema; `response_schema`, a proto `Schema`, refuses
   `additionalProperties`). Tool definitions likewise go as `parameters_json_schema`.
@@ -56,9 +58,17 @@ from towline.runtime.output_schema import strict_schema
 
 from ._common import field_map, items, own_thinking, retry_text, return_text, unsupported_media
 from ._media import Media, data_url_bytes, media_type
+from .google_native import (
+    cite,
+    code_part,
+    gemini_uses,
+    grounding_parts,
+    native_part_back,
+    native_tool_entries,
+)
 
-__all__ = ["GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "FINISH_REASONS", "BLOCKED_PROMPT", "gemini_contents", "gemini_config",
-           "thinking_config", "parse_response", "merge_chunks", "signature_text",
+__all__ = ["GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "FINISH_REASONS", "BLOCKED_PROMPT", "gemini_contents",
+           "gemini_config", "thinking_config", "parse_response", "signature_text",
            "signature_bytes", "media_part"]
 
 FAMILY = "google"
@@ -207,10 +217,15 @@ def _model_parts(m: ModelResponse) -> list[dict[str, Any]]:
             if not p.content:
                 continue
             part = {"text": p.content}
-        else:
+        elif isinstance(p, ToolCallPart):
             part = {"function_call": {"name": p.tool_name, "args": p.args}}
             if p.tool_call_id:
                 part["function_call"]["id"] = p.tool_call_id
+        else:
+            back = native_part_back(p)  # a code part, as it came (grounding is not sent)
+            if back is not None:
+                out.append(back)
+            continue
         if pending:
             part["thought_signature"] = signature_bytes(pending)
         pending = None
@@ -284,12 +299,15 @@ def gemini_config(model: str, messages: Sequence[Message], info: ModelInfo) -> t
     if settings.max_tokens is not None:
         config["max_output_tokens"] = settings.max_tokens
     tools = [*info.tools, *info.output_tools]
+    builtins = native_tool_entries(f"google:{model}", info.native_tools)
     if tools:
         config["tools"] = [{"function_declarations": [
             {"name": t.name, "description": t.description,
              "parameters_json_schema": t.parameters_json_schema or {"type": "object", "properties": {}}}
             for t in tools
         ]}]
+    if builtins:
+        config["tools"] = [*config.get("tools", []), *builtins]
     thinking = thinking_config(settings.thinking, model)
     if thinking is not None:
         config["thinking_config"] = thinking
@@ -300,34 +318,6 @@ def gemini_config(model: str, messages: Sequence[Message], info: ModelInfo) -> t
 
 
 # --- Gemini -> towline ---------------------------------------------------------------------
-
-
-def merge_chunks(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Streamed `GenerateContentResponse` chunks gathered into the one answer they make: text
-    pieces joined (thoughts apart from the answer; a signed piece ends its part), function
-    calls as they came, the last finish reason, usage and model version."""
-    parts: list[dict[str, Any]] = []
-    answer: dict[str, Any] = {}
-    candidate: dict[str, Any] = {}
-    for chunk in chunks:
-        for key in ("usage_metadata", "model_version", "response_id", "prompt_feedback"):
-            if chunk.get(key):
-                answer[key] = chunk[key]
-        for c in items(chunk.get("candidates"))[:1]:
-            candidate.update({k: c[k] for k in ("finish_reason", "finish_message") if c.get(k)})
-            for part in items(field_map(c.get("content")).get("parts")):
-                last = parts[-1] if parts else None
-                if (last is not None and "text" in part and "text" in last
-                        and bool(part.get("thought")) == bool(last.get("thought"))
-                        and not last.get("thought_signature")):
-                    last["text"] += str(part["text"])
-                    if part.get("thought_signature"):
-                        last["thought_signature"] = part["thought_signature"]
-                else:
-                    parts.append(dict(part))
-    candidate["content"] = {"role": "model", "parts": parts}
-    answer["candidates"] = [candidate]
-    return answer
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
@@ -359,9 +349,15 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
     outputs = {t.name for t in info.output_tools}
     candidates = items(data.get("candidates"))
     candidate: Mapping[str, Any] = candidates[0] if candidates else {}
-    for part in items(field_map(candidate.get("content")).get("parts")):
+    out += grounding_parts(candidate)  # what it searched and read before it answered
+    text_at: dict[int, int] = {}
+    for index, part in enumerate(items(field_map(candidate.get("content")).get("parts"))):
         signature = signature_text(part.get("thought_signature"))
         call = field_map(part.get("function_call"))
+        native = code_part(part, index)
+        if native is not None:
+            out.append(native)
+            continue
         if part.get("thought"):
             if part.get("text") or signature:
                 out.append(ThinkingPart(content=str(part.get("text") or ""), signature=signature,
@@ -382,7 +378,9 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
             if signature:
                 out.append(ThinkingPart(signature=signature, provider=FAMILY))
             if part.get("text"):
+                text_at[index] = len(out)
                 out.append(TextPart(content=str(part["text"])))
+    out = cite(out, candidate, text_at)
     reason = _enum_text(candidate.get("finish_reason"))
     finish = _finish(reason, any(isinstance(p, ToolCallPart) for p in out))
     source, keys = candidate, ("finish_reason", "finish_message")
@@ -390,6 +388,8 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         finish, source = BLOCKED_PROMPT, field_map(data.get("prompt_feedback"))
         keys = ("block_reason", "block_reason_message")
     details = {k: _enum_text(source.get(k)) for k in keys if source.get(k)}
-    return ModelResponse(parts=out, usage=_usage(field_map(data.get("usage_metadata"))),
+    usage = _usage(field_map(data.get("usage_metadata"))).model_copy(
+        update={"native_tool_uses": gemini_uses(model, out)})
+    return ModelResponse(parts=out, usage=usage,
                          model_name=str(data.get("model_version") or model), finish_reason=finish,
                          provider_details=details)

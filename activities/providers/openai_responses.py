@@ -41,17 +41,31 @@ from towline.messages import (
 from towline.runtime.model_types import ModelHTTPError, ModelInfo
 
 from ._common import (
+    Endpoint,
     ProviderModel,
     field_map,
     items,
     own_thinking,
     parse_args,
+    raw_json,
+    request_timeout,
     retry_text,
 )
 from ._media import split_return
+from ._sdk_errors import openai_error
 from ._stream import stream_responses
 from .openai_chat import call_arguments, call_json, make_openai_client
 from .openai_media import responses_part
+from .openai_native import (
+    background_state,
+    failed_background,
+    item_parts,
+    native_includes,
+    native_item,
+    native_tools,
+    native_uses,
+    suspended_response,
+)
 from .openai_options import (
     RETRIED_ERRORS,
     json_schema_format,
@@ -86,16 +100,59 @@ class OpenAIResponsesModel(ProviderModel):
     key_env: ClassVar[str] = "OPENAI_API_KEY"
     url_env: ClassVar[str] = "OPENAI_BASE_URL"
     own_provider: ClassVar[str] = "openai"
+    native_family: ClassVar[str] = "openai"
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
-        """One Responses API request (SDK retries off: Temporal retries)."""
+        """One Responses API request (SDK retries off: Temporal retries); with
+        `ModelSettings.background`, the start of a background response (`Suspended`)."""
+        key = run_cache_key(info) if info.settings.prompt_cache else None
+        body, extra = build_request(self.model, messages, info, cache_key=key, model_name=self.name)
+        endpoint = self.endpoint()  # after the request is built: what it refuses, it refuses first
+        client = self.sdk_client(endpoint, make_openai_client)
+        if info.settings.background:  # kept by OpenAI until the run has polled it
+            body.update(background=True, store=True)
+            data = await self._raw(endpoint, client.responses.with_raw_response.create, **body,
+                                   extra_body=extra or None, timeout=request_timeout())
+            state = background_state(data)
+            if state is not None:
+                return suspended_response(data, self.model, state)
+        elif info.native_tools and not info.settings.stream:  # the items exactly as they came
+            data = await self._raw(endpoint, client.responses.with_raw_response.create, **body,
+                                   extra_body=extra or None, timeout=request_timeout())
+        else:
+            send = stream_responses if info.settings.stream else call_json  # streaming
+            data = await send(client.responses.create, body, extra, endpoint)
+        return self.price(parse_response(data, info, self.model), endpoint)
+
+    async def poll(self, response_id: str, info: ModelInfo) -> ModelResponse:
+        """`GET /responses/{id}`: the finished background response, or still `Suspended`."""
         endpoint = self.endpoint()
         client = self.sdk_client(endpoint, make_openai_client)
-        key = run_cache_key(info) if info.settings.prompt_cache else None
-        body, extra = build_request(self.model, messages, info, cache_key=key)
-        send = stream_responses if info.settings.stream else call_json  # streaming
-        data = await send(client.responses.create, body, extra, endpoint)
+        data = await self._raw(endpoint, client.responses.with_raw_response.retrieve, response_id,
+                               timeout=request_timeout())
+        state = background_state(data)
+        if state is not None:
+            return suspended_response(data, self.model, state)
+        failure = failed_background(data)
+        if failure is not None:
+            raise failure
         return self.price(parse_response(data, info, self.model), endpoint)
+
+    async def cancel(self, response_id: str) -> None:
+        """`POST /responses/{id}/cancel`: stop a background response."""
+        endpoint = self.endpoint()
+        client = self.sdk_client(endpoint, make_openai_client)
+        await self._raw(endpoint, client.responses.with_raw_response.cancel, response_id,
+                        timeout=request_timeout())
+
+    @staticmethod
+    async def _raw(endpoint: Endpoint, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        import openai
+
+        try:
+            return await raw_json(call, *args, **kwargs)
+        except openai.OpenAIError as e:
+            raise openai_error(e, endpoint) from None
 
 
 # --- towline -> Responses ----------------------------------------------------------------
@@ -124,7 +181,8 @@ def _tool_output(p: ToolReturnPart) -> str | list[dict[str, Any]]:
 
 def _response_items(m: ModelResponse) -> list[dict[str, Any]]:
     """A model response as input items, in its parts' order: a reasoning item goes back
-    when a function call with an item id follows it, that call with its id."""
+    when the item it led to does (a function call with an item id, or a built-in tool's
+    call), that call with its id; built-in tools' items as they came."""
     out: list[dict[str, Any]] = []
     text: list[str] = []
     parts = m.parts
@@ -137,17 +195,22 @@ def _response_items(m: ModelResponse) -> list[dict[str, Any]]:
         elif isinstance(p, ThinkingPart):
             following = next((q for q in parts[i + 1:]
                               if not (isinstance(q, ThinkingPart) and _sendable(q))), None)
-            if (_sendable(p) and isinstance(following, ToolCallPart)
-                    and following.metadata.get(ITEM_ID)):
+            paired = (isinstance(following, ToolCallPart) and bool(following.metadata.get(ITEM_ID))
+                      ) or (following is not None and native_item(following) is not None)
+            if _sendable(p) and paired:
                 summary = [{"type": "summary_text", "text": p.content}] if p.content else []
                 out.append({"type": "reasoning", "id": p.id, "encrypted_content": p.signature,
                             "summary": summary})
-        else:
+        elif isinstance(p, ToolCallPart):
             item: dict[str, Any] = {"type": "function_call", "call_id": p.tool_call_id,
                                     "name": p.tool_name, "arguments": call_arguments(p)}
             if p.metadata.get(ITEM_ID):
                 item["id"] = str(p.metadata[ITEM_ID])
             out.append(item)
+        else:
+            native = native_item(p)  # a built-in tool's item (its return part holds no item)
+            if native is not None:
+                out.append(native)
     if text:
         out.append({"role": "assistant", "content": "".join(text)})
     return out
@@ -177,20 +240,23 @@ def input_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def build_request(model: str, messages: Sequence[Message], info: ModelInfo, *,
-                  cache_key: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                  cache_key: str | None = None, model_name: str | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The request's SDK arguments, and `ModelSettings.extra` (sent as extra body fields).
 
     `cache_key` is the `prompt_cache_key` (None: not sent). Raises `unsupported_media` for a
-    media part the API cannot take."""
+    media part the API cannot take, `UnsupportedNativeTool` for a native tool it lacks
+    (`model_name` names the model in that error)."""
     body: dict[str, Any] = {"model": model, "input": input_items(messages), "store": False}
     tools = [*info.tools, *info.output_tools]
-    if tools:
-        body["tools"] = [
+    builtins = native_tools(model_name or f"openai-responses:{model}", info.native_tools)
+    if tools or builtins:
+        body["tools"] = [*builtins, *(
             {"type": "function", "name": t.name, "description": t.description,
              "parameters": t.parameters_json_schema or {"type": "object", "properties": {}},
              "strict": False}
             for t in tools
-        ]
+        )]
     settings = info.settings
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
@@ -204,8 +270,11 @@ def build_request(model: str, messages: Sequence[Message], info: ModelInfo, *,
             "effort": effort}
     carried = any(isinstance(m, ModelResponse) and any(_sendable(t) for t in m.thinking)
                   for m in messages)
+    include = native_includes(info.native_tools)
     if thinks(settings.thinking) or carried:
-        body["include"] = [ENCRYPTED_REASONING]
+        include.insert(0, ENCRYPTED_REASONING)
+    if include:
+        body["include"] = include
     native = json_schema_format(info)
     if native is not None:
         body["text"] = {"format": {"type": "json_schema", **native}}
@@ -244,7 +313,8 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
             reasoned = False
             for content in items(item.get("content")):
                 if content.get("type") == "output_text" and content.get("text"):
-                    parts.append(TextPart(content=str(content["text"])))
+                    cited = [dict(a) for a in items(content.get("annotations"))]
+                    parts.append(TextPart(content=str(content["text"]), citations=cited))
                 elif content.get("type") == "refusal":
                     refusal = str(content.get("refusal") or "")
                     parts.append(TextPart(content=refusal))
@@ -256,10 +326,13 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
                                       tool_call_id=str(item.get("call_id") or ""),
                                       kind="output" if name in outputs else "function",
                                       metadata=metadata))
+        else:
+            parts += item_parts(item)  # a built-in tool's call (and its result)
     finish, details = _finish(data, refusal, any(isinstance(p, ToolCallPart) for p in parts))
-    return ModelResponse(parts=parts, usage=openai_usage(data.get("usage"), "input", "output"),
-                         model_name=str(data.get("model") or model), finish_reason=finish,
-                         provider_details=details)
+    usage = openai_usage(data.get("usage"), "input", "output").model_copy(
+        update={"native_tool_uses": native_uses(items(data.get("output")))})
+    return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
+                         finish_reason=finish, provider_details=details)
 
 
 INCOMPLETE_REASONS: dict[str, FinishReason] = {

@@ -50,7 +50,10 @@ THINKING_FIRST = (
 _DOCS = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 _IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _USER_BLOCKS = {"text", "image", "document", "tool_result", "search_result"}
-_ASSISTANT_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "server_tool_use"}
+_ASSISTANT_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "server_tool_use",
+                     "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+                     "bash_code_execution_tool_result", "text_editor_code_execution_tool_result",
+                     "mcp_tool_use", "mcp_tool_result"}
 _RESULT_BLOCKS = {"text", "image", "document", "search_result"}
 
 
@@ -287,7 +290,8 @@ class AnthropicRules:
                     return (f"{where}: Input tag '{kind}' found using 'type' does not match any of "
                             f"the expected tags: {', '.join(repr(t) for t in sorted(allowed))}")
                 problem = self._media(where, block)
-                for k, inner in enumerate(_list(block.get("content"))):
+                inner_blocks = _list(block.get("content")) if kind == "tool_result" else []
+                for k, inner in enumerate(inner_blocks):
                     if problem is None and inner.get("type") not in _RESULT_BLOCKS:
                         problem = (f"{where}.content.{k}: Input tag '{inner.get('type')}' found using "
                                    f"'type' does not match any of the expected tags")

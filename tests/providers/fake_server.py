@@ -110,7 +110,7 @@ def _run_key(bodies: list[Any]) -> list[Any]:
 
 
 class FakeProvider:
-    """A threaded HTTP server answering every POST with the next scripted reply."""
+    """A threaded HTTP server answering every POST (and GET) with the next scripted reply."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -119,6 +119,9 @@ class FakeProvider:
         self.rules: list[Callable[[Recorded], Reply | None]] = []
         """The provider's wire rules: each sees every request first and may refuse it with the
         error reply the real API gives (then no scripted reply is used up)."""
+        self.handlers: list[Callable[[Recorded], Reply | None]] = []
+        """Stateful endpoints (a background response's poll, say): after the rules, each may
+        answer a request it knows (then no scripted reply is used up either)."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
@@ -165,6 +168,10 @@ class FakeProvider:
                 if refused is not None:
                     recorded.refused = True
                     return refused
+            for handler in self.handlers:
+                answered = handler(recorded)
+                if answered is not None:
+                    return answered
             if not self._script:
                 return Reply({"error": {"message": "the fake provider has no scripted reply",
                                         "type": "test_error"}}, status=599)
@@ -176,6 +183,9 @@ class FakeProvider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                self.do_POST()  # recorded and answered the same way (a body-less request)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

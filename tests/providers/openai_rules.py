@@ -158,6 +158,14 @@ class ResponsesWire:
             self.follows[reasoning_id] = f"fc_{calls[0][0]}"
         return out
 
+    def reasoning(self, reasoning_id: str, summary: list[str], following: str) -> dict[str, Any]:
+        """A reasoning item that led to the item `following` (a built-in tool's call, say),
+        recorded as belonging together."""
+        self.follows[reasoning_id] = following
+        return {"type": "reasoning", "id": reasoning_id, "status": None,
+                "summary": [{"type": "summary_text", "text": s} for s in summary],
+                "encrypted_content": self.seal(reasoning_id, summary)}
+
     @staticmethod
     def answer(body: dict[str, Any]) -> Callable[[Recorded], Reply]:
         """A scripted reply that carries reasoning items' encrypted content only when the

@@ -1,4 +1,5 @@
-"""A worker process for the provider heartbeat test: serves `HEARTBEAT_AGENT` until killed.
+"""A worker process for the provider tests that kill workers: serves `HEARTBEAT_AGENT` and
+`BACKGROUND_AGENT` until killed.
 
     python tests/providers/provider_worker.py --address HOST:PORT --task-queue Q [--namespace NS]
 
@@ -17,7 +18,7 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from towline import Agent
+from towline import Agent, ModelSettings, WebSearch
 from towline.runtime.plugin import TowlinePlugin
 
 HEARTBEAT_AGENT = Agent(
@@ -27,9 +28,18 @@ HEARTBEAT_AGENT = Agent(
     model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 )
 
+BACKGROUND_AGENT = Agent(
+    name="prov-background", model="openai-responses:o3-deep-research",
+    settings=ModelSettings(background=True), native_tools=[WebSearch()],
+    model_poll_interval=timedelta(milliseconds=300), model_poll_max_interval=timedelta(milliseconds=600),
+    model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
+)
+"""A deep-research agent whose model call runs in the background (polled every 0.3-0.6 s)."""
+
 
 async def serve(address: str, namespace: str, task_queue: str) -> None:
-    client = await Client.connect(address, namespace=namespace, plugins=[TowlinePlugin([HEARTBEAT_AGENT])])
+    client = await Client.connect(address, namespace=namespace,
+                                  plugins=[TowlinePlugin([HEARTBEAT_AGENT, BACKGROUND_AGENT])])
     worker = Worker(client, task_queue=task_queue,
                     sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
     print("worker polling", flush=True)

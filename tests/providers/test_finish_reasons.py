@@ -26,6 +26,7 @@ from openai.types.responses.response import IncompleteDetails
 
 from towline.activities.providers import anthropic as claude
 from towline.activities.providers import google_wire, openai_chat, openai_responses
+from towline.activities.providers.google import merge_chunks
 from towline.runtime.model_types import ModelHTTPError, ModelInfo
 
 INFO = ModelInfo()
@@ -107,7 +108,7 @@ def test_every_gemini_blocked_prompt_reason(value: str) -> None:
     """A blocked prompt has no candidate at all, only `promptFeedback`; streamed too."""
     body = {"promptFeedback": {"blockReason": value, "blockReasonMessage": "blocked"},
             "usageMetadata": {"promptTokenCount": 9}}
-    for answer in (_gemini(body), google_wire.merge_chunks([_gemini(body)])):
+    for answer in (_gemini(body), merge_chunks([_gemini(body)])):
         response = google_wire.parse_response(answer, INFO, "gemini-x")
         assert response.finish_reason == "content_filter" and response.parts == []
         assert response.provider_details == {"block_reason": value,

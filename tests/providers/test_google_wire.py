@@ -12,11 +12,10 @@ from gemini_server import decoded
 from provider_helpers import KEY
 
 from towline.activities.providers._common import Endpoint
-from towline.activities.providers.google import GoogleEndpoint, gemini_error
+from towline.activities.providers.google import GoogleEndpoint, gemini_error, merge_chunks
 from towline.activities.providers.google_wire import (
     gemini_config,
     gemini_contents,
-    merge_chunks,
     parse_response,
     thinking_config,
 )

@@ -12,7 +12,16 @@ from typing import Any
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.cli.common import say
-from towline.cli.render import content, dim, format_call, short, styled, terminal_text
+from towline.cli.render import (
+    content,
+    dim,
+    format_call,
+    native_call,
+    native_result,
+    short,
+    styled,
+    terminal_text,
+)
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
 
@@ -59,12 +68,15 @@ class Progress:
         if m.thinking and self.show_thinking:
             self._say(dim(f"[step {self.step}] thinking: {short(thinking_text(m.thinking), 100)}",
                           self.styled))
+        for call, result in m.native_tool_calls:  # the provider ran these itself
+            done = f" -> {native_result(result, 60)}" if result is not None else ""
+            self._say(f"[step {self.step}] model runs {native_call(call, 80)}{done}")
         calls = [format_call(c.tool_name, c.args, 80) for c in m.tool_calls]
         if calls:
             self._say(f"[step {self.step}] model calls {', '.join(calls)}")
         if m.text:
             self._say(f"[step {self.step}] model answers: {short(m.text, 100)}")
-        if not calls and not m.text:
+        if not calls and not m.text and not m.native_tool_calls:
             self._say(f"[step {self.step}] model gave an empty response")
 
     def _request(self, m: ModelRequest) -> None:

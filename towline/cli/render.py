@@ -15,7 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from towline.events import preview, thinking_text
-from towline.messages import Message, ModelRequest, ThinkingPart, Usage
+from towline.messages import (
+    Message,
+    ModelRequest,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    ThinkingPart,
+    Usage,
+)
 from towline.results import Counters
 from towline.runtime.ledger import format_cost
 
@@ -28,6 +35,8 @@ __all__ = [
     "dim",
     "arguments",
     "format_call",
+    "native_call",
+    "native_result",
     "conversation_lines",
     "counters_lines",
     "table",
@@ -114,6 +123,16 @@ def format_call(tool_name: str, args: dict[str, Any], limit: int = 120) -> str:
     return f"{tool_name}({arguments(args, limit)})"
 
 
+def native_call(part: NativeToolCallPart, limit: int = 120) -> str:
+    """A native tool call in one line: `web_search(query="...")`, marked with its provider."""
+    return f"{format_call(part.tool_name, part.args, limit)} ({part.provider})"
+
+
+def native_result(part: NativeToolReturnPart, limit: int = 120) -> str:
+    """A native tool's result in one line: its status and content (`succeeded: [...]`)."""
+    return f"{part.status}: {content(part.content, limit)}"
+
+
 def conversation_lines(messages: list[Message], *, full: bool = True,
                        thinking: bool = True) -> list[str]:
     """The conversation as aligned lines: who said what, tool calls and their returns, and
@@ -139,6 +158,11 @@ def conversation_lines(messages: list[Message], *, full: bool = True,
                 elif p.part_kind == "thinking":
                     if thinking:
                         lines.append(f"  thinking   {thinking_line(p, limit)}")
+                elif p.part_kind == "native_tool_call":
+                    lines.append(f"  model      runs {native_call(p, limit)} [{p.tool_call_id}]")
+                elif p.part_kind == "native_tool_return":
+                    lines.append(f"  provider   {p.tool_name} [{p.tool_call_id}] "
+                                 f"{native_result(p, limit)}")
                 else:
                     lines.append(f"  model      calls {format_call(p.tool_name, p.args, limit)} "
                                  f"[{p.tool_call_id}]")

@@ -146,11 +146,16 @@ class EventPrinter:
             self.line(self._thinking(step, str(thinking)))
         if text and (step, "text") not in self.streamed:
             self.line(f"[step {step}] {text}")
+        native: list[dict[str, Any]] = e.field("native_tools") or []
+        for n in native:  # the provider ran these itself, within the response
+            done = f" -> {n.get('status')}: {content(n.get('content'), 60)}" if n.get("status") else ""
+            self.line(f"[step {step}] model runs {format_call(str(n.get('tool')), dict(n.get('args') or {}), 80)}"
+                      f" ({n.get('provider')}){done}")
         raw: list[dict[str, Any]] = e.field("tool_calls") or []
         calls = [format_call(str(c.get("tool")), dict(c.get("args") or {}), 80) for c in raw]
         if calls:
             self.line(f"[step {step}] model calls {', '.join(calls)}")
-        elif not text:
+        elif not text and not native:
             self.line(f"[step {step}] model gave an empty response")
 
     def _on_tool_start(self, e: RunEvent) -> None:

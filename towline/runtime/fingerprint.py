@@ -7,7 +7,8 @@ its output type (and its output mode, unless `"tool"`), every tool of its invent
 or is idempotent, metadata), its
 capabilities in order with their configuration (class, then fields; functions and
 classes by qualified name, sub-agents by their own version), its limits, and its MCP
-servers (their names, prefixes, tool filters and retry settings, and when they are listed). Two
+servers (their names, prefixes, tool filters and retry settings, and when they are listed), its
+native tools, and whether its model calls run in the background (they are polled). Two
 processes with the same definition compute the same version (nothing here depends
 on `PYTHONHASHSEED`, memory addresses or the clock); changing any of those parts
 changes it.
@@ -75,6 +76,10 @@ def describe_agent(agent: Agent) -> dict[str, Any]:
     }
     if agent.output_mode != "tool":  # only then: agents from before output modes keep their version
         described["output_mode"] = agent.output_mode
+    if agent.native_tools:  # only then, like output_mode: what the provider may run for it
+        described["native_tools"] = [t.model_dump(mode="json") for t in agent.native_tools]
+    if agent.settings.background:  # a background model call polls: other commands
+        described["background"] = True
     if agent.mcp_servers:  # what the run lists and calls, not where the servers run
         described["mcp_servers"] = [
             {name: _value(getattr(s, name, None), 0) for name in _MCP_FIELDS}

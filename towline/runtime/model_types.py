@@ -13,11 +13,13 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from towline.messages import Message, ModelResponse
+from towline.native_tools import NativeTool
 from towline.options import ModelSettings, OutputMode
 from towline.tools import ToolDefinition
 
 __all__ = [
     "Model",
+    "BackgroundModel",
     "ModelInfo",
     "ModelHTTPError",
     "ModelConnectionError",
@@ -50,6 +52,9 @@ class ModelInfo(BaseModel):
     """The run step this request belongs to."""
     agent: str = ""
     """The agent's name."""
+    native_tools: list[NativeTool] = Field(default_factory=list[NativeTool])
+    """The provider's own tools offered in this request (`Agent.native_tools`): a provider
+    model maps each to its API's tool, or fails the request before sending it."""
 
 
 @runtime_checkable
@@ -63,6 +68,24 @@ class Model(Protocol):
 
     async def request(self, messages: list[Message], info: ModelInfo) -> ModelResponse:
         """Answer the messages. Runs inside an activity: I/O is allowed here."""
+        ...
+
+
+@runtime_checkable
+class BackgroundModel(Protocol):
+    """A model that can run a request in the provider's background (`ModelSettings.background`).
+
+    Its `request` then only starts the response and returns it `suspended` (reason
+    `background`, with the provider's `response_id`); the run polls it with `poll`, with
+    durable timers in between, and `cancel`s it when the run is cancelled."""
+
+    async def poll(self, response_id: str, info: ModelInfo) -> ModelResponse:
+        """The response if it is finished, else a `suspended` one (still running). One short
+        call; raises like `request` when the provider refuses (a response never created)."""
+        ...
+
+    async def cancel(self, response_id: str) -> None:
+        """Ask the provider to stop the response."""
         ...
 
 

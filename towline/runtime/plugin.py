@@ -208,8 +208,8 @@ class TowlinePlugin(SimplePlugin):
         """Where runs started here send their model calls (None: their own task queue)."""
         self.models_only = models_only
         """Whether this plugin's workers serve model calls only."""
-        activities: list[Callable[..., Any]] = [self.model_activities.model_request] if models_only else [
-            self.model_activities.model_request,
+        activities: list[Callable[..., Any]] = [*self.model_activities.definitions()] if models_only else [
+            *self.model_activities.definitions(),
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if t.runs_on_worker),
             *self.mcp.definitions(),

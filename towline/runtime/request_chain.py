@@ -129,6 +129,10 @@ class RequestDefinitions(BaseModel):
     """How structured output is asked for (`Agent.output_mode`)."""
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The output's JSON schema (`Agent.output_schema()`) in the `native` and `prompted` modes."""
+    native_tools: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]],
+                                               exclude_if=lambda v: not v)
+    """The provider's own tools offered (`Agent.native_tools`), as JSON (`towline.native_tools.
+    NATIVE_TOOLS` reads them: this module stays below the options it would otherwise import)."""
 
     def ref(self) -> str:
         """Their hash, which names them in later requests."""

@@ -9,7 +9,7 @@ An AG-UI run is one turn of a towline session: from the user's message to the se
 | `step` | `STEP_STARTED` (`step N`) |
 | `thinking` | `REASONING_START`, `REASONING_MESSAGE_START` / `_CONTENT` (closed by the text or the response) |
 | `text` | `TEXT_MESSAGE_START` (role `assistant`), `TEXT_MESSAGE_CONTENT` |
-| `response` | `TEXT_MESSAGE_END` (the whole text, when it was not streamed), `TOOL_CALL_START` / `_ARGS` / `_END` per call, `STEP_FINISHED` |
+| `response` | `TEXT_MESSAGE_END` (the whole text, when it was not streamed), `TOOL_CALL_START` / `_ARGS` / `_END` per call, the provider's native tools each as a call and its `TOOL_CALL_RESULT` (`provider` in `metadata.towline`), `STEP_FINISHED` |
 | `tool_end` | `TOOL_CALL_RESULT` (its `status` in `metadata.towline`) |
 | `answer`, `result` | `RUN_FINISHED` (`result`: the output) |
 | `failed` | `RUN_ERROR` (`code`: the failure reason) |
@@ -182,6 +182,20 @@ class TurnMapper:
                     ToolCallArgsEvent(tool_call_id=call_id,
                                       delta=json.dumps(call.get("args") or {}, ensure_ascii=False)),
                     ToolCallEndEvent(tool_call_id=call_id)]
+        native: list[dict[str, Any]] = event.field("native_tools") or []
+        for call in native:  # the provider ran it: the call and its result come together
+            call_id = str(call.get("call_id"))
+            out += [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(call.get("tool")),
+                                       parent_message_id=parent),
+                    ToolCallArgsEvent(tool_call_id=call_id,
+                                      delta=json.dumps(call.get("args") or {}, ensure_ascii=False)),
+                    ToolCallEndEvent(tool_call_id=call_id)]
+            if call.get("status") is not None:
+                out.append(ToolCallResultEvent(
+                    message_id=f"{self.workflow_id}:result:{call_id}", tool_call_id=call_id,
+                    role="tool", content=_as_text(call.get("content")),
+                    metadata={"towline": {"status": call.get("status"), "tool": call.get("tool"),
+                                          "provider": call.get("provider"), "step": step}}))
         return [*out, StepFinishedEvent(step_name=f"step {step}")]
 
     def _close_text(self) -> list[BaseEvent]:
