@@ -55,9 +55,9 @@ one is read by the answer's content; `provider_details["stop_reason"]` keeps it 
 
 PAUSED = frozenset({"pause_turn"})
 """Stop reasons of a turn the API paused (a long server-tool turn), not ended: the answer
-goes back as the assistant turn of the next request of the same step to go on. That
-continuation belongs to the native-tools request loop; until it runs, such an answer is
-read as `stop`."""
+goes back as the assistant turn of the next request of the same step to go on: such an
+answer is `Suspended` (`anthropic_native.paused`) and the run continues it
+(`workflows/suspended.py`, engine 4); an older engine reads it as `stop`."""
 
 
 @dataclass(frozen=True)
@@ -161,5 +161,5 @@ def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> Mode
         native_tool_uses=server_usage(data, parts),
     )
     return ModelResponse(parts=parts, usage=usage, model_name=str(data.get("model") or model),
-                         finish_reason=finish, suspended=paused(data),
+                         finish_reason=finish, suspended=paused(data) if reason in PAUSED else None,
                          provider_details={"stop_reason": reason} if reason else {})

@@ -212,10 +212,9 @@ def server_usage(data: Mapping[str, Any], parts: Sequence[ResponsePart]) -> dict
                            "web_fetch": reported.get("web_fetch_requests")})
 
 
-def paused(data: Mapping[str, Any]) -> Suspended | None:
-    """`pause_turn`: the model paused a long turn (the run sends it back to go on)."""
-    if data.get("stop_reason") != "pause_turn":
-        return None
+def paused(data: Mapping[str, Any]) -> Suspended:
+    """A paused answer (`anthropic.PAUSED`: `pause_turn`, a long turn paused) as `Suspended`:
+    the run sends it back to go on."""
     return Suspended(reason="pause_turn", provider=FAMILY, response_id=str(data.get("id") or "") or None)
 
 
