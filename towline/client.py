@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import (
     Client,
@@ -139,6 +139,7 @@ async def start_run(
     priority: int | None = None,
     tenant: str | None = None,
     client_tools: Sequence[ClientToolSpec] | None = None,
+    on_busy: Literal["queue", "interrupt", "reject"] = "queue",
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
@@ -150,13 +151,14 @@ async def start_run(
     `priority` (1 first ... 5 last) and `tenant` are Temporal's priority and fairness keys,
     for the run and everything it schedules (`towline.fleet.routing`). `client_tools` are
     tools the client runs, offered beside the agent's (their results: `towline.review`).
+    `on_busy`: what a session's `send` does while a turn runs (`RunInput.on_busy`).
     """
     name = agent.name if isinstance(agent, Agent) else agent
     inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
                    else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream,
                    priority=priority, tenant=tenant,
-                   client_tools=list(client_tools) if client_tools else None)
+                   client_tools=list(client_tools) if client_tools else None, on_busy=on_busy)
     workflow_id = id or f"{name}-{_suffix()}"
 
     version = agent_version(agent) if isinstance(agent, Agent) else None

@@ -35,11 +35,11 @@ EVENTS_TOPIC: Final = "towline.events"
 
 EventType = Literal[
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "user", "answer", "result", "failed",
+    "user", "answer", "result", "failed", "client_tool", "interrupted",
 ]
 EVENT_TYPES: Final[tuple[str, ...]] = (
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "user", "answer", "result", "failed",
+    "user", "answer", "result", "failed", "client_tool", "interrupted",
 )
 """Every event type, in the order a run usually publishes them."""
 
@@ -118,9 +118,13 @@ class RunEvent(BaseModel):
     thought), `tool_calls`, `native_tools` (the provider's own tools it ran: `call_id`,
     `tool`, `args`, `provider`, `status`, `content`), `finish_reason`, `usage`), `tool_start` /
     `tool_end` (`call_id`, `tool`, `args`; `status` and `content` at the end), `approval`
-    (a call waits for a human), `decision` (`approved`, `rejected` or `timed_out`), `user` (a
-    message sent to the run), `answer` (a session's answer; it waits for the next message),
-    `result` (the run succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""
+    (a call waits for a human: `call_id`, `tool`, `args`, `digest`, `index`, `decisions`),
+    `decision` (an audit entry: `call_id`, `tool`, `decision` — approved, rejected, edited,
+    responded, denied, timed_out, result, policy —, `source`, `by`, `update_id`, `reason`,
+    `digest`, `at`), `client_tool` (a client tool's call waits for its result), `interrupted`
+    (a session's `send` cancelled the model request in flight), `user` (a message sent to the
+    run), `answer` (a session's answer; it waits for the next message), `result` (the run
+    succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""
     offset: int = -1
     """The event's position in the run's stream, from 0 (-1: not read from a stream)."""
     step: int | None = None

@@ -7,7 +7,7 @@ the Temporal UI as well as from Python.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
@@ -175,6 +175,10 @@ class RunInput(BaseModel):
     """Keep the run open after an answer for the next `send` (until idle or cancelled)."""
     session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a session waits for the next message before completing (positive)."""
+    on_busy: Literal["queue", "interrupt", "reject"] = "queue"
+    """Engine 4, a session: what a `send` does while a turn runs. `queue`: it waits its turn;
+    `interrupt`: the model request in flight is cancelled and the run asks again with it;
+    `reject`: the send is refused (the run is busy)."""
     continue_as_new_after_events: int | None = Field(default=None, ge=1)
     """Also continue-as-new once the history has more events than this (for tests).
 

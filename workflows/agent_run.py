@@ -53,6 +53,7 @@ from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .run import PAYLOAD_LIMIT, Run, start_counters
 from .run_input import agent_named_in, decode_run_input
+from .steering import Interrupted
 from .tool_exec import run_tool_calls
 from .turn import TurnOutcome, run_turn
 from .versions import (
@@ -95,6 +96,8 @@ class AgentRun(RunHandlers):
         self._approved: set[str] = set()
         self._resolutions = {}
         self._client_tools: list[Any] = []
+        self.interruptible = self.interrupt_requested = self.model_in_flight = False  # steering
+        self._on_busy = "queue"
         self._answers: list[tuple[int, Any]] = []
         self._consumed = 0
         self.request_book = RequestBook()
@@ -132,6 +135,7 @@ class AgentRun(RunHandlers):
             facts = await self._worker_facts(args)
             version = self._agent_version(agent)
         self._facts, self.payload_limit = facts, facts.payload_limit
+        self._on_busy = inp.on_busy if inp.session and at_least(4) else "queue"
         if at_least(3):  # fleet (issue 23): model routes as the run's worker reported them, priority
             self.dispatch = Dispatch.of(facts.model_queues, inp.priority, inp.tenant)
         run = self._run = self._start(agent, inp, version)
@@ -307,9 +311,15 @@ class AgentRun(RunHandlers):
         return failure.with_partial(run.fitted_partial())
 
     async def _loop(self, run: Run, inp: RunInput) -> Any:
+        # engine 4: a session's message sent mid-turn waits its turn, unless it interrupts
+        queues = inp.session and at_least(4) and inp.on_busy != "interrupt"
+        self.interruptible = inp.session and at_least(4) and inp.on_busy == "interrupt"
+        turn_start = True
         while True:
             self._check_cancelled()
-            self._drain_inbox(run)
+            if turn_start or not queues:
+                self._drain_inbox(run)
+            turn_start = False
             limits = run.limits
             if run.counters.run_step >= limits.max_steps:
                 raise MaxStepsExceeded(
@@ -324,12 +334,18 @@ class AgentRun(RunHandlers):
             emit("step", step=step, model=run.model)  # streaming
             with telemetry.turn_span(run.agent.name, step):
                 await refresh_mcp_tools(run)
-                outcome = await run_turn(run, step)
+                try:
+                    outcome = await run_turn(run, step)
+                except Interrupted:  # the request counts; the new message joins the next one
+                    run.bump(requests=run.counters.requests + 1)
+                    emit("interrupted", step=step)
+                    continue
                 emit_response(step, outcome.response)  # streaming
                 run.check_spend()
                 output = await self._route(run, outcome)
             if output is CONTINUE:
                 continue
+            turn_start = True
             self._answers.append((self._consumed, output))
             forget_turn(run)  # decisions remembered for the `run` end with its answer
             if inp.session:  # streaming

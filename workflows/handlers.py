@@ -72,6 +72,9 @@ class RunHandlers(ApprovalHandlers):
     _released: bool
     _sends: int
     _inbox: list[str | list[UserContent]]
+    _on_busy: str
+    model_in_flight: bool
+    interrupt_requested: bool
     _answers: list[tuple[int, Any]]
     _consumed: int
     request_book: RequestBook
@@ -115,6 +118,8 @@ class RunHandlers(ApprovalHandlers):
         """Queue the next user message (a `SendInput`, decoded by the validator); returns the
         answer the run gives to it."""
         self._inbox.append(_message(message, accepted=True).content)
+        if self._on_busy == "interrupt" and self.model_in_flight:  # engine 4 (`steering`)
+            self.interrupt_requested = True
         target = self._consumed + len(self._inbox)
         self._sends += 1
         try:
@@ -131,6 +136,11 @@ class RunHandlers(ApprovalHandlers):
             raise ValueError("the run has ended; start a new run with its messages as history")
         if (too_large := _too_large(self._run, _message(message))) is not None:
             raise ValueError(too_large)
+        run = self._run
+        if self._on_busy == "reject" and (run is None or run.status != "waiting"
+                                          or run.waiting_for != "message"):
+            raise ValueError("the run is busy: it takes a message once it has answered "
+                             "(on_busy=reject); send it again then")
 
     @workflow.signal
     def cancel(self) -> None:

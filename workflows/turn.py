@@ -54,6 +54,7 @@ from .hooks import (
 from .model_call import request_model
 from .output import output_instructions
 from .run import Run, check_state_fits
+from .steering import interruptible
 from .tool_exec import refuse_too_many_calls
 from .versions import FAILURE_ACCOUNTING, at_least, since
 
@@ -246,7 +247,7 @@ async def _call_chain(
             raise
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
         try:
-            call = await request_model(
+            call = await interruptible(lambda: request_model(  # engine 4: a busy session's `send`
                 req.model, req.messages, tools=tools, output_tools=req.output_tools,
                 output_mode=mode, output_schema=schema, native_tools=req.native_tools,
                 settings=req.settings, run_step=step, agent=run.agent.name,
@@ -256,7 +257,7 @@ async def _call_chain(
                 poll_max_interval=run.agent.model_poll_max_interval,
                 max_requests=None if limit is None else limit - run.counters.requests,
                 answered=lambda piece: _answered(run, piece),
-            )
+            ))
         except RunFailure as e:
             _count_spent(run, e)
             if isinstance(e, UsageLimitExceeded):
