@@ -28,6 +28,7 @@ __all__ = [
     "cap_tools",
     "cap_state_schema",
     "cap_activities",
+    "cap_models",
     "MIDDLEWARE_HOOKS",
 ]
 
@@ -52,6 +53,9 @@ class Capability:
     """Tools added to the agent's inventory."""
     state_schema: Mapping[str, Any] = {}
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
+    models: Sequence[Any] = ()
+    """`Model` objects the hooks call (`call_model` by their name): every worker serving the
+    agent registers them, as it registers the agent's own model."""
     activities: Sequence[Callable[..., Any]] = ()
     """Activities (`@activity.defn` functions) the hooks call with
     `workflow.execute_activity`: their I/O happens there, never in the hook. Every worker
@@ -69,10 +73,18 @@ class Capability:
         """Before a tool executes: return the (possibly transformed) call."""
         return call
 
+    def before_tool_return(
+        self, ctx: ToolContext, call: ToolCall, result: ToolReturn
+    ) -> ToolReturn | Awaitable[ToolReturn]:
+        """After a tool executed, before its return is recorded and the model sees it: return
+        `result`, or a replacement (its `content`, or `status` `"denied"` to withhold it).
+        Engine 4; hooks compose in list order, each seeing the one before's replacement."""
+        return result
+
     def after_tool_execute(
         self, ctx: ToolContext, call: ToolCall, result: ToolReturn
     ) -> None | Awaitable[None]:
-        """After a tool executed: observe its return record."""
+        """After a tool executed: observe its return record (as recorded)."""
         return None
 
 
@@ -154,3 +166,11 @@ def cap_activities(cap: CapabilityLike) -> tuple[Callable[..., Any], ...]:
     """Activities the capability's hooks call, for workers to register."""
     activities: Any = getattr(cap, "activities", ())
     return tuple(activities)
+
+
+def cap_models(cap: CapabilityLike) -> tuple[Any, ...]:
+    """`Model` objects the capability's hooks call, for workers to register by name."""
+    models: Any = getattr(cap, "models", ())
+    if callable(models):
+        models = models()
+    return tuple(m for m in models if not isinstance(m, str))

@@ -159,14 +159,17 @@ def final_answer(message: Message) -> str | None:
     return message.text or None
 
 
-def parse_verdict(text: str) -> str | None:
+def parse_verdict(text: str, *, unclear: str | None = None) -> str | None:
     """A reviewer's reply: None when it passes, else the feedback.
 
-    The first `PASS` or `FAIL` word decides; a reply with neither counts as a
-    pass, so an unreadable reviewer never blocks a run.
+    The first `PASS` or `FAIL` word decides; a reply with neither is `unclear`: by default
+    a pass, so an unreadable reviewer never blocks a run (a guardrail, which fails closed,
+    gives what to say instead).
     """
     found = re.search(r"\b(PASS|FAIL)(?:ED)?\b", text, re.IGNORECASE)
-    if found is None or found.group(1).upper() == "PASS":
+    if found is None:
+        return unclear
+    if found.group(1).upper() == "PASS":
         return None
     rest = text[found.end():].strip(" \t\r\n:-—")
     return rest or DEFAULT_FEEDBACK

@@ -20,10 +20,12 @@ __all__ = [
     "run_before_model_request",
     "run_after_model_request",
     "run_before_tool_execute",
+    "run_before_tool_return",
     "run_after_tool_execute",
     "arun_before_model_request",
     "arun_after_model_request",
     "arun_before_tool_execute",
+    "arun_before_tool_return",
     "arun_after_tool_execute",
 ]
 
@@ -75,6 +77,11 @@ def run_before_tool_execute(caps: Sequence[CapabilityLike], ctx: Any, call: Any)
     return _apply(caps, "before_tool_execute", call, ctx)
 
 
+def run_before_tool_return(caps: Sequence[CapabilityLike], ctx: Any, call: Any, result: Any) -> Any:
+    """Apply every `before_tool_return` in list order to `result`."""
+    return _apply(caps, "before_tool_return", result, ctx, call)
+
+
 def run_after_tool_execute(caps: Sequence[CapabilityLike], ctx: Any, call: Any, result: Any) -> None:
     """Call every `after_tool_execute` in list order."""
     for cap in caps:
@@ -96,6 +103,13 @@ async def arun_after_model_request(caps: Sequence[CapabilityLike], value: Any) -
 async def arun_before_tool_execute(caps: Sequence[CapabilityLike], ctx: Any, call: Any) -> Any:
     """`run_before_tool_execute` for hooks that need a running event loop."""
     return await _aapply(caps, "before_tool_execute", call, ctx)
+
+
+async def arun_before_tool_return(
+    caps: Sequence[CapabilityLike], ctx: Any, call: Any, result: Any
+) -> Any:
+    """`run_before_tool_return` for hooks that need a running event loop."""
+    return await _aapply(caps, "before_tool_return", result, ctx, call)
 
 
 async def arun_after_tool_execute(

@@ -31,6 +31,7 @@
         ├── ContentBlocked
         ├── ContentFiltered       the provider filtered or refused the answer (or the prompt):
         │                         Gemini's SAFETY or MODEL_ARMOR, Anthropic's `refusal`, ...
+        ├── GuardrailTripped      a guardrail's tripwire: names the guardrail and what it said
         ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
         ├── UnknownAgent
         ├── InvalidRunInput
@@ -43,15 +44,17 @@ Hooks and run failures: a failure the runtime raised while a hook awaited it (a
 `call_model` that failed, a wrapped model call over its limit, a cancellation)
 passes through the hook unchanged, and so does `NondeterministicHook`, which the
 determinism guard raises in hook code that would not replay (it fails the run even
-from `before_tool_execute`, and even when the hook caught it); the one deliberate
-way for hook code to end a run is `ContentBlocked` (a capability refusing the
-content), which names the hook.
+from `before_tool_execute`, and even when the hook caught it); the two deliberate
+ways for hook code to end a run are `ContentBlocked` (a capability refusing the
+content), which names the hook, and `GuardrailTripped` (a guardrail's tripwire), which
+names the guardrail.
 Any other exception a hook raises, `RunFailure` subclasses included, is reported
 as `CapabilityViolation` naming the capability and the hook (model hooks), or
-records the call `not_executed` (`before_tool_execute`). A `BaseException` that is not an
-`Exception` (`SystemExit`, `KeyboardInterrupt`, ...) from any user code is contained
-(`towline.runtime.escapes`): `CapabilityViolation` from every hook, `before_tool_execute`
-included; `UncertainToolEffect` (or a `failed` call, idempotent) from a tool.
+records the call `not_executed` (`before_tool_execute`; `ToolDenied` records it `denied`).
+A `BaseException` that is not an `Exception` (`SystemExit`, `KeyboardInterrupt`, ...) from
+any user code is contained (`towline.runtime.escapes`): `CapabilityViolation` from every
+hook, `before_tool_execute` included; `UncertainToolEffect` (or a `failed` call,
+idempotent) from a tool.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ __all__ = [
     "MCPServerUnavailable",
     "ContentBlocked",
     "ContentFiltered",
+    "GuardrailTripped",
     "Cancelled",
     "RunCancelled",
     "UnknownAgent",
@@ -282,6 +286,15 @@ class ContentFiltered(RunFailure):
     """
 
 
+class GuardrailTripped(RunFailure):
+    """A guardrail's tripwire ended the run (`InputGuardrail`, `OutputGuardrail`, `ToolGuardrail`,
+    `PromptInjectionGuard`, or a capability of the user's own raising it).
+
+    The message names the guardrail and what it said; `extra` holds them apart: `guardrail`
+    (its name), `kind` (`input`, `output`, `tool_call` or `tool_result`) and `said`.
+    """
+
+
 class Cancelled(RunFailure):
     """A client cancelled the run: the `cancel` signal, or Temporal's cancel (UI, CLI, API)."""
 
@@ -318,6 +331,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     MCPServerUnavailable,
     ContentBlocked,
     ContentFiltered,
+    GuardrailTripped,
     Cancelled,
     UnknownAgent,
     InvalidRunInput,

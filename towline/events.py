@@ -35,11 +35,11 @@ EVENTS_TOPIC: Final = "towline.events"
 
 EventType = Literal[
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "user", "answer", "result", "failed", "client_tool", "interrupted",
+    "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
 ]
 EVENT_TYPES: Final[tuple[str, ...]] = (
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "user", "answer", "result", "failed", "client_tool", "interrupted",
+    "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
 )
 """Every event type, in the order a run usually publishes them."""
 
@@ -121,7 +121,11 @@ class RunEvent(BaseModel):
     (a call waits for a human: `call_id`, `tool`, `args`, `digest`, `index`, `decisions`),
     `decision` (an audit entry: `call_id`, `tool`, `decision` — approved, rejected, edited,
     responded, denied, timed_out, result, policy —, `source`, `by`, `update_id`, `reason`,
-    `digest`, `at`), `client_tool` (a client tool's call waits for its result), `interrupted`
+    `digest`, `at`), `guardrail` (a guardrail acted: `guardrail`, `guards` (`input`,
+    `output`, `tool_call`, `tool_result`), `action` (`tripped`, `denied`, `withheld`,
+    `replaced`, `redacted`), `said`, `call_id`), `handoff` (the run continues as another
+    agent: `from_agent`, `to_agent`, `call_id`, `path`, the agents from the first to the
+    active one), `client_tool` (a client tool's call waits for its result), `interrupted`
     (a session's `send` cancelled the model request in flight), `user` (a message sent to the
     run), `answer` (a session's answer; it waits for the next message), `result` (the run
     succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""

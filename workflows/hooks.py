@@ -37,6 +37,7 @@ from towline.capabilities.state import (
 from towline.errors import (
     CapabilityViolation,
     ContentBlocked,
+    GuardrailTripped,
     RunFailure,
     is_runtime_failure,
     runtime_failure,
@@ -86,13 +87,16 @@ def hook_failure(error: Exception, where: str) -> RunFailure:
 
     A failure the runtime raised while the hook awaited it (its own `call_model`,
     the wrapped model call, a cancellation) passes through unchanged. `ContentBlocked`
-    is the one deliberate way for hook code to end a run; it is told where it came
-    from. Anything else, a `RunFailure` subclass included, is a `CapabilityViolation`
-    naming the capability and the hook (and what it raised: `SystemExit`, say, which the
-    guard contained, `towline.runtime.escapes`).
+    and `GuardrailTripped` are the deliberate ways for hook code to end a run: the first is
+    told where it came from, the second names its guardrail already. Anything else, a
+    `RunFailure` subclass included, is a `CapabilityViolation` naming the capability and
+    the hook (and what it raised: `SystemExit`, say, which the guard contained,
+    `towline.runtime.escapes`).
     """
     if is_runtime_failure(error):
         return error
+    if isinstance(error, GuardrailTripped):
+        return runtime_failure(error)
     if isinstance(error, ContentBlocked):
         return runtime_failure(ContentBlocked(f"{where}: {error.message}"))
     text = error.message if isinstance(error, RunFailure) else str(error)

@@ -8,6 +8,7 @@ Temporal's retries), and their failures become the run's (`ModelRequestFailed`,
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.workflow import ActivityCancellationType
 
 from towline.activities.model_errors import CONTEXT_LENGTH
 from towline.errors import (
@@ -28,7 +30,23 @@ from towline.errors import (
 from towline.fleet.routing import current_dispatch
 from towline.messages import ModelResponse, Usage
 
-__all__ = ["CallPlan", "ModelCall", "schedule_model_activity", "validated"]
+__all__ = ["CallPlan", "ModelCall", "schedule_model_activity", "validated",
+           "wait_cancellation_completed"]
+
+_WAIT_ON_CANCEL: ContextVar[bool] = ContextVar("towline_wait_on_cancel", default=False)
+"""Set in a task whose model activities, once cancelled, wait for the worker's answer."""
+
+
+def wait_cancellation_completed() -> None:
+    """Model activities scheduled from here on in the calling task, once cancelled, wait until
+    the activity's worker answers the cancellation (Temporal's `WAIT_CANCELLATION_COMPLETED`),
+    so a response that was already complete still comes back and its usage is counted.
+
+    The task's context is its own (asyncio copies it), so the setting ends with the task:
+    a parallel `InputGuardrail` calls it in the task that makes the run's model request.
+    """
+    _WAIT_ON_CANCEL.set(True)
+
 
 _TOO_LARGE = ("PayloadTooLarge", "PayloadsTooLarge")
 """Activity failure types of a response over the payload limit: the model activity's
@@ -80,7 +98,8 @@ async def schedule_model_activity(plan: CallPlan, activity: str, arg: Any, summa
     model = plan.model
     try:
         return await workflow.execute_activity(
-            activity, arg,
+            activity, arg, cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if _WAIT_ON_CANCEL.get() else ActivityCancellationType.TRY_CANCEL,
             start_to_close_timeout=timeout or plan.timeout,
             heartbeat_timeout=plan.heartbeat_timeout if timeout is None else None,
             retry_policy=plan.retry_policy, summary=summary,

@@ -28,7 +28,7 @@ from .guard import Guard, guarded_sync
 from .run import Run
 
 __all__ = [
-    "CONTINUE", "structured_output", "text_output", "output_retry", "jumped_output",
+    "CONTINUE", "NO_OUTPUT", "final_output", "structured_output", "text_output", "output_retry", "jumped_output",
     "output_instructions", "PROMPTED_OUTPUT",
 ]
 
@@ -60,10 +60,10 @@ class _Invalid(Exception):
     """Output text that is not the output: why, in words for the model."""
 
 
-def _validated(run: Run, validate: Callable[[Any], Any], value: Any) -> Any:
+def _validated(agent: Agent, validate: Callable[[Any], Any], value: Any) -> Any:
     """`validate(value)`, under the determinism guard when the output type is user code
     (its validators run as workflow code)."""
-    output_type = run.agent.output_type
+    output_type = agent.output_type
     if not str(getattr(output_type, "__module__", "")).startswith(("towline.", "builtins")):
         name = getattr(output_type, "__name__", "output_type")
         return guarded_sync(Guard(f"{name} validation", capability=name, hook="validation"),
@@ -80,7 +80,7 @@ def structured_output(run: Run, call: ToolCall) -> Any:
         return CONTINUE
     try:
         args = call.args["response"] if run.agent.output_wrapped else call.args
-        value = _validated(run, adapter.validate_python, args)
+        value = _validated(run.agent, adapter.validate_python, args)
     except (ValidationError, KeyError) as e:
         output_retry(run, f"invalid output: {e}", call)
         return CONTINUE
@@ -106,13 +106,13 @@ def text_output(run: Run, response: ModelResponse) -> Any:
         return CONTINUE
     if agent.output_mode == "tool":
         try:
-            value = _validated(run, adapter.validate_json, text)
+            value = _validated(run.agent, adapter.validate_json, text)
         except ValidationError as e:
             output_retry(run, f"call {OUTPUT_TOOL_NAME} with the final answer ({e.error_count()} errors)")
             return CONTINUE
         return adapter.dump_python(value, mode="json")
     try:
-        return _text_value(run, text)
+        return _text_value(run.agent, text)
     except _Invalid as e:
         output_retry(run, f"invalid output: {e}. Answer again with only one JSON object that "
                           "matches the schema.")
@@ -130,9 +130,8 @@ def _json_text(text: str, prompted: bool) -> str:
     return text[start:end + 1] if 0 <= start < end else text
 
 
-def _text_value(run: Run, text: str) -> Any:
+def _text_value(agent: Agent, text: str) -> Any:
     """The output (as JSON) of a native or prompted answer; `_Invalid` says what is wrong."""
-    agent = run.agent
     adapter = agent.output_adapter
     assert adapter is not None
     if not text.strip():
@@ -153,10 +152,40 @@ def _text_value(run: Run, text: str) -> Any:
             raise _Invalid('the answer is not an object with a "response" key')
         value = cast(dict[str, Any], wrapped)["response"]
     try:  # as JSON, as the answer came (a strict output type parses JSON text its own way)
-        validated = _validated(run, adapter.validate_json, json.dumps(value))
+        validated = _validated(agent, adapter.validate_json, json.dumps(value))
     except ValidationError as e:
         raise _Invalid(str(e)[:_ERRORS_SHOWN]) from None
     return adapter.dump_python(validated, mode="json")
+
+
+NO_OUTPUT: Any = object()
+"""`final_output`'s answer for a response that gives no valid final output."""
+
+
+def final_output(agent: Agent, response: ModelResponse) -> Any:
+    """The output `response` gives as `agent`'s final answer, as `RunResult.output` would hold
+    it (text, or the validated output as JSON), or `NO_OUTPUT`: the response calls tools, or
+    its output is not valid (the run will ask again). Records nothing (an `OutputGuardrail`
+    reads it in `after_model`)."""
+    calls = response.tool_calls
+    adapter = agent.output_adapter
+    if calls and (adapter is None or any(c.tool_name != OUTPUT_TOOL_NAME for c in calls)):
+        return NO_OUTPUT
+    try:
+        if calls and adapter is not None:
+            call = calls[0]
+            if call.raw_args is not None:
+                return NO_OUTPUT
+            args = call.args["response"] if agent.output_wrapped else call.args
+            return adapter.dump_python(_validated(agent, adapter.validate_python, args), mode="json")
+        if adapter is None:
+            return response.text or NO_OUTPUT
+        if agent.output_mode == "tool":
+            return adapter.dump_python(_validated(agent, adapter.validate_json, response.text),
+                                       mode="json")
+        return _text_value(agent, response.text)
+    except (ValidationError, KeyError, _Invalid):
+        return NO_OUTPUT
 
 
 def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
@@ -190,11 +219,11 @@ def jumped_output(run: Run, response: ModelResponse) -> Any:
         return response.text or None
     if run.agent.output_mode != "tool":
         try:
-            return _text_value(run, response.text)
+            return _text_value(run.agent, response.text)
         except _Invalid:
             return None
     try:
-        return adapter.dump_python(_validated(run, adapter.validate_json, response.text),
+        return adapter.dump_python(_validated(run.agent, adapter.validate_json, response.text),
                                    mode="json")
     except ValidationError:
         return None

@@ -59,6 +59,9 @@ class Admitted:
     failure: RunFailure | None = None
     """What the call's report fails the run with (a state update too large, a usage the
     ledger cannot record: the tool ran, but what it reported cannot be kept)."""
+    ran: ToolReturnStatus | None = None
+    """The status the tool itself returned (a `before_tool_return` hook may show the model
+    another): its `ToolResult.state` is applied when it succeeded."""
 
 
 def _short(args: Mapping[str, Any], limit: int = 60) -> str:

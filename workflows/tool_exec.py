@@ -25,6 +25,7 @@ from towline.errors import (
     CapabilityViolation,
     DuplicateToolCallId,
     PayloadTooLarge,
+    GuardrailTripped,
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
@@ -52,6 +53,7 @@ from .hooks import (
 from .mcp_tools import tool_activity_input
 from .run import Run, check_state_fits, oversize, run_payload_limit
 from .tool_call import Admitted, run_one
+from .tool_return import before_return
 from .versions import at_least
 
 __all__ = ["run_tool_calls"]
@@ -159,8 +161,10 @@ async def _admit(
     )
     ready = [c for c in admitted if c is not None]
     if batch.failure is not None:
+        reason = ("another call's identity was changed" if isinstance(batch.failure, ToolCallIdentityChanged)
+                  else f"the batch was stopped ({type(batch.failure).__name__})")
         for c in ready:
-            batch.record(c.index, "not_executed", "another call's identity was changed: nothing executed")
+            batch.record(c.index, "not_executed", f"{reason}: nothing executed")
         return []
     return ready
 
@@ -229,6 +233,10 @@ async def _before_hooks(
         except ToolResponded as e:  # engine 4: a reviewer's answer is the call's return
             batch.record(i, "succeeded", e.result)
             return None
+        except GuardrailTripped as e:  # the run ends; the call is denied, and nothing runs
+            batch.record(i, "denied", e.message)
+            batch.fail(runtime_failure(e))
+            return None
         except Exception as e:
             if is_runtime_failure(e):
                 raise  # e.g. the run was cancelled while the hook waited for an approval
@@ -259,13 +267,13 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
     if not ready:
         return
     run.bump(tool_calls=run.counters.tool_calls + len(ready))
-    results = await asyncio.gather(*(_run_streamed(run, batch, c) for c in ready))
+    results = await asyncio.gather(*(_run_streamed(run, caps, batch, c) for c in ready))
     if any(c.cancelled for c in ready):
         batch.fail(runtime_failure(Cancelled("the run was cancelled while its tools ran")))
     for c, (status, content, usage) in zip(ready, results, strict=True):
         batch.record(c.index, status, content)
         batch.usage[c.index] = usage
-        if status == "succeeded" and c.state:
+        if c.ran == "succeeded" and c.state:  # the tool's own outcome, whatever the model is shown
             _apply_state(run, batch, c)
         if c.failure is not None:
             batch.fail(c.failure)
@@ -288,12 +296,18 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
                 batch.fail(hook_failure(e, where))
 
 
-async def _run_streamed(run: Run, batch: _Batch, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
-    """Streaming: `_run_one` between its `tool_start` and `tool_end` events."""
+async def _run_streamed(
+    run: Run, caps: Sequence[CapabilityLike], batch: _Batch, c: Admitted,
+) -> tuple[ToolReturnStatus, Any, Usage]:
+    """Streaming: `_run_one` (and the `before_tool_return` hooks) between its `tool_start` and
+    `tool_end` events, which shows what the model is shown."""
     batch.started.add(c.index)
     emit("tool_start", step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
          args=c.call.args)
     status, content, usage = await run_one(run, c)
+    c.ran = status
+    if at_least(4):  # guardrails (issue 32): hooks may replace or withhold what the model sees
+        status, content = await before_return(caps, c, status, content, batch.fail)
     _emit_end(c.ctx.run_step, ToolReturnPart(tool_name=c.tool.name, tool_call_id=c.call.tool_call_id,
                                               content=content, status=status))
     return status, content, usage

@@ -178,6 +178,16 @@ class EventPrinter:
         said = f": {reason}" if reason and reason not in (decision, "approval timed out") else ""
         self.line(f"call {e.field('call_id')} {decision.replace('_', ' ')}{said}")
 
+    def _on_guardrail(self, e: RunEvent) -> None:
+        call = f" call {e.field('call_id')}" if e.field("call_id") else ""
+        self.line(f"[step {e.step}] guardrail {e.field('guardrail')} {e.field('action')}"
+                  f"{call}: {short(str(e.field('said')), 200)}")
+
+    def _on_handoff(self, e: RunEvent) -> None:
+        path: list[Any] = e.field("path") or []
+        self.line(f"[step {e.step}] handed off from {e.field('from_agent')} to "
+                  f"{e.field('to_agent')}  (path {' -> '.join(str(a) for a in path)})")
+
     def _on_user(self, e: RunEvent) -> None:
         self.line(f"[user] {content(e.field('content'), 200)}")
 

@@ -46,7 +46,7 @@ from towline.activities import ModelActivities, make_tool_activity, search_attri
 from towline.activities.mcp import MCPActivities
 from towline.activities.telemetry import ActivityTelemetry
 from towline.agent import Agent
-from towline.capabilities.base import cap_activities
+from towline.capabilities.base import cap_activities, cap_models
 from towline.encryption.codec import EncryptionCodec, KeyProvider
 from towline.errors import ConfigurationError, RunFailure
 from towline.fleet.routing import ModelRoutes, register_model_queues
@@ -229,13 +229,16 @@ class TowlinePlugin(SimplePlugin):
 
     def _model_registry(self, models: Mapping[str, Model]) -> dict[str, Model]:
         registry = dict(models)
-        for agent in self.agents:
-            if isinstance(agent.model, str):
+        # the agents' own models, and those their capabilities' hooks call (a guardrail's)
+        found = [m for agent in self.agents
+                 for m in (agent.model, *(m for c in agent.capabilities for m in cap_models(c)))]
+        for model in found:
+            if isinstance(model, str):
                 continue
-            name = agent.model.name
-            if name in registry and registry[name] is not agent.model and registry[name] != agent.model:
+            name = model.name
+            if name in registry and registry[name] is not model and registry[name] != model:
                 raise ConfigurationError(f"two different models are named {name!r}; name them apart")
-            registry[name] = agent.model
+            registry[name] = model
         return registry
 
     def _tool_registry(self) -> dict[str, Tool]:

@@ -1,0 +1,75 @@
+"""`OutputGuardrail`: check the run's final answer before anyone gets it, and trip if it must not.
+
+A guardrail is a function of what it guards that passes or trips. This one guards the run's
+output: in `after_model`, when a response is a final answer (no tool calls; text, or the
+structured output), the check reads the output as `RunResult.output` would hold it (the
+text, or the validated output's JSON value). A response whose output is not valid is not
+checked: the run asks the model again, as it would anyway. A trip ends the run with
+`GuardrailTripped` (the guardrail's name and what it said), the partial run kept with the
+answer in it, so the caller never receives the output. In a session, every answer is checked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from towline.messages import Message, ModelResponse
+from towline.runtime.model_types import Model
+
+from ._guardrail import Check, check_judge, default_name, guard_models, tripwire, verdict
+from .base import Capability
+
+__all__ = ["OutputGuardrail"]
+
+WHAT = "an AI assistant's final answer to a user"
+"""What the guard model is told it reads."""
+
+
+@dataclass(frozen=True)
+class OutputGuardrail(Capability):
+    """Trips the run on a final answer that fails a check (`after_model`).
+
+    Give either `check` or both `model` and `policy`. `after_model` hooks run last to first,
+    so a guardrail listed after a `CompletionGate` checks an answer before the gate can bounce
+    it, and one listed before the gate checks only answers the gate let through.
+    """
+
+    check: Check | None = None
+    """`check(output) -> bool | str | None`, sync or async: `True` or `None` passes; `False` or a
+    string (what the guardrail says) trips. `output` is the text, or the structured output as
+    JSON (a pydantic model's fields as a dict). It runs as workflow code, under the
+    determinism guard."""
+    model: str | Model | None = None
+    """A guard model (a name the worker knows, or a `Model`, which workers then register): it
+    reads the answer (structured output as JSON text) and the `policy`, and answers PASS, or
+    FAIL with a reason (an answer with neither trips too). The ledger counts its usage."""
+    policy: str | None = None
+    """What the answer must comply with, in words for the guard model."""
+    name: str | None = None
+    """How the failure names this guardrail; defaults to the check's or the model's name."""
+
+    def __post_init__(self) -> None:
+        check_judge("OutputGuardrail", self.check, self.model, self.policy)
+        object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
+        object.__setattr__(self, "models", guard_models(self.model))
+
+    async def after_model(self, state: dict[str, Any]) -> None:
+        """Check a final answer; trip the run if it fails."""
+        from towline.workflows import current_run
+        from towline.workflows.output import NO_OUTPUT, final_output
+
+        messages: list[Message] = state["messages"]
+        last = messages[-1] if messages else None
+        if not isinstance(last, ModelResponse):  # e.g. a hook after it added a message
+            return
+        output = final_output(current_run().agent_run.agent, last)
+        if output is NO_OUTPUT:
+            return
+        assert self.name is not None
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        said = await verdict(self.name, self.check, self.model, self.policy, output, text, WHAT)
+        if said is not None:
+            raise tripwire("output", self.name, said)
+        return
