@@ -15,6 +15,7 @@ from .compose import (
     run_before_tool_return,
 )
 from .context_editing import ContextEditing
+from .handoff import Handoff, remove_tool_calls
 from .history_window import HistoryWindow
 from .input_guardrail import InputGuardrail
 from .model_fallback import ModelFallback
@@ -71,4 +72,6 @@ __all__ = [
     "ToolGuardrail",
     "Replace",
     "PromptInjectionGuard",
+    "Handoff",
+    "remove_tool_calls",
 ]

@@ -90,8 +90,7 @@ def user_input(messages: Sequence[Message]) -> str | None:
     for m in reversed(messages):
         if isinstance(m, ModelResponse):
             break
-        if isinstance(m, ModelRequest):
-            texts.extend(p.text for p in reversed(m.parts) if isinstance(p, UserPart))
+        texts.extend(p.text for p in reversed(m.parts) if isinstance(p, UserPart))
     return "\n".join(reversed(texts)) if texts else None
 
 
@@ -146,8 +145,9 @@ async def verdict(name: str, check: Check | None, model: str | Model | None, pol
 
 
 async def ask_model(model: str | Model, name: str, instructions: str, text: str) -> str:
-    """The guard model's reply to `text` under `instructions`: one durable model call, whose
-    usage is reported to the run (its ledger counts it even when the run then ends)."""
+    """The guard model's reply to `text` under `instructions`: one durable model call (with the
+    agent's model timeouts and retry policy), whose usage is reported to the run (its ledger
+    counts it even when the run then ends)."""
     from towline.workflows import call_model, current_run
 
     chosen = model_name(model)
@@ -155,11 +155,14 @@ async def ask_model(model: str | Model, name: str, instructions: str, text: str)
     run = current_run()
     view = run.agent_run
     step = view.counters.run_step
+    agent = view.agent  # its model calls' timeouts and retries are the guard model's too
     response = await call_model(
         chosen,
         [ModelRequest(id="guardrail-instructions", parts=[SystemPart(content=instructions)]),
          ModelRequest(id="guardrail-request", parts=[UserPart(content=text)])],
-        run_step=step, agent=view.agent.name, summary=f"{chosen} · guardrail {name} · step {step}",
+        run_step=step, agent=agent.name, summary=f"{chosen} · guardrail {name} · step {step}",
+        timeout=agent.model_timeout, retry_policy=agent.model_retry_policy,
+        heartbeat_timeout=agent.model_heartbeat_timeout,
     )
     if response.usage != Usage():
         run.report_usage(response.usage)

@@ -53,7 +53,7 @@ class Capability:
     """Tools added to the agent's inventory."""
     state_schema: Mapping[str, Any] = {}
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
-    models: Sequence[Any] = ()
+    hook_models: Sequence[Any] = ()
     """`Model` objects the hooks call (`call_model` by their name): every worker serving the
     agent registers them, as it registers the agent's own model."""
     activities: Sequence[Callable[..., Any]] = ()
@@ -170,7 +170,7 @@ def cap_activities(cap: CapabilityLike) -> tuple[Callable[..., Any], ...]:
 
 def cap_models(cap: CapabilityLike) -> tuple[Any, ...]:
     """`Model` objects the capability's hooks call, for workers to register by name."""
-    models: Any = getattr(cap, "models", ())
+    models: Any = getattr(cap, "hook_models", ())
     if callable(models):
         models = models()
     return tuple(m for m in models if not isinstance(m, str))

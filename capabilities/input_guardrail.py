@@ -76,7 +76,7 @@ class InputGuardrail(Capability):
         if not isinstance(self.run_in_parallel, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("InputGuardrail.run_in_parallel must be True or False")
         object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
-        object.__setattr__(self, "models", guard_models(self.model))
+        object.__setattr__(self, "hook_models", guard_models(self.model))
 
     async def wrap_model_call(self, request: ModelCallRequest, next: NextModelCall) -> ModelResponse:
         """Check new user input: before the model request, or alongside it (cancelling it on a trip)."""
@@ -103,7 +103,7 @@ class InputGuardrail(Capability):
     async def _judge(self, text: str) -> None:
         assert self.name is not None
         said = await verdict(self.name, self.check, self.model, self.policy, text, text, WHAT)
-        if said is not None:
+        if isinstance(said, str):
             raise tripwire("input", self.name, said)
 
 

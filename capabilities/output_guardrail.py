@@ -53,7 +53,7 @@ class OutputGuardrail(Capability):
     def __post_init__(self) -> None:
         check_judge("OutputGuardrail", self.check, self.model, self.policy)
         object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
-        object.__setattr__(self, "models", guard_models(self.model))
+        object.__setattr__(self, "hook_models", guard_models(self.model))
 
     async def after_model(self, state: dict[str, Any]) -> None:
         """Check a final answer; trip the run if it fails."""
@@ -70,6 +70,6 @@ class OutputGuardrail(Capability):
         assert self.name is not None
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
         said = await verdict(self.name, self.check, self.model, self.policy, output, text, WHAT)
-        if said is not None:
+        if isinstance(said, str):
             raise tripwire("output", self.name, said)
         return

@@ -78,7 +78,7 @@ class PromptInjectionGuard(Capability):
         check_str("PromptInjectionGuard", "instructions", self.instructions, empty=False)
         check_str("PromptInjectionGuard", "name", self.name, empty=False)
         object.__setattr__(self, "tools", check_names("PromptInjectionGuard", "tools", self.tools))
-        object.__setattr__(self, "models", guard_models(self.model))
+        object.__setattr__(self, "hook_models", guard_models(self.model))
 
     async def before_tool_return(self, ctx: ToolContext, call: ToolCall, result: ToolReturn) -> ToolReturn:
         """Have the guard model read a guarded tool's succeeded result; redact or withhold it."""

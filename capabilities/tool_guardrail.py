@@ -91,7 +91,7 @@ class ToolGuardrail(Capability):
                 f"ToolGuardrail.on_flag must be 'deny' or 'trip', not {self.on_flag!r}")
         object.__setattr__(self, "tools", check_names("ToolGuardrail", "tools", self.tools))
         object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
-        object.__setattr__(self, "models", guard_models(self.model))
+        object.__setattr__(self, "hook_models", guard_models(self.model))
 
     def _guards(self, tool_name: str) -> bool:
         return not self.tools or tool_name in self.tools

@@ -26,6 +26,7 @@ from typing import Any
 
 from temporalio.client import WorkflowFailureError
 from temporalio.common import TypedSearchAttributes
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +71,10 @@ def file_name(workflow_id: str, index: int) -> str:
     return f"{workflow_id}.json" if index == 0 else f"{workflow_id}.run{index + 1}.json"
 
 
-async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
-    """Run the recordings (all, or those named in `only`) on a fresh dev server.
+async def record(out_dir: Path, only: set[str] | None = None, *,
+                 env: WorkflowEnvironment | None = None) -> list[Path]:
+    """Run the recordings (all, or those named in `only`) on a fresh dev server (or on `env`'s,
+    which is left running: a test's).
 
     Returns the files written. Committed histories are never re-recorded to make a
     change pass: record new recordings with `--only NEW_ID` and commit them beside
@@ -79,7 +82,8 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    env = await start_dev_server(db_path=None, ui=False)
+    own = env is None
+    env = env or await start_dev_server(db_path=None, ui=False)
     # a low threshold: small runs (and small committed files) exercise stored payloads
     store = PayloadStore(f"file://{(out_dir / STORE).resolve()}", threshold=2048)
     # a worker whose matching model calls go to a model queue (`--model-queue`)
@@ -120,7 +124,8 @@ async def record(out_dir: Path, only: set[str] | None = None) -> list[Path]:
                     path.write_text(history.to_json() + "\n")
                     written.append(path)
     finally:
-        await env.shutdown()
+        if own:
+            await env.shutdown()
     return written
 
 

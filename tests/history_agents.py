@@ -253,3 +253,11 @@ ENGINE4_RECORDINGS += [
     Recording("history-native4-background",
               RunInput(agent=native4.background_agent.name, prompt="research it")),
 ]
+
+# guardrails and handoffs (issue 32 parts 1-2)
+try:
+    from history_engine4_port import PORT_AGENTS, PORT_RECORDINGS
+except ModuleNotFoundError:
+    from tests.history_engine4_port import PORT_AGENTS, PORT_RECORDINGS
+HISTORY_AGENTS += PORT_AGENTS
+ENGINE4_RECORDINGS += [Recording(workflow_id, inp) for workflow_id, inp in PORT_RECORDINGS]

@@ -19,7 +19,7 @@ from towline.runtime.payloads import PAYLOAD_LIMIT
 from towline.runtime.request_chain import RequestChain
 
 __all__ = ["Counters", "ClientToolSpec", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
-           "LEDGER_SCHEMA_VERSION"]
+           "HandoffRecord", "LEDGER_SCHEMA_VERSION"]
 
 PRIORITY_MIN = 1
 """The highest priority (dispatched first)."""
@@ -104,6 +104,21 @@ class WorkerFacts(BaseModel):
     (`towline.fleet.routing`; empty: the run's own queue)."""
 
 
+class HandoffRecord(BaseModel):
+    """One handoff of a run (`towline.capabilities.Handoff`): from then on it ran as `to_agent`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int
+    """The run step whose response called the handoff tool."""
+    from_agent: str
+    """The agent that handed the run over."""
+    to_agent: str
+    """The agent the run went on as."""
+    call_id: str
+    """The handoff tool call's id."""
+
+
 class ResumeState(BaseModel):
     """Everything a run carries across continue-as-new, exactly (set by the runtime only)."""
 
@@ -127,6 +142,8 @@ class ResumeState(BaseModel):
     """The run's `WorkerFacts` (absent from executions continued by earlier code)."""
     chain: RequestChain | None = None
     """The key of the messages last sent to a model, so the next request names them."""
+    handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
+    """The run's handoffs so far: the next execution goes on as the last one's `to_agent`."""
 
 
 class ClientToolSpec(BaseModel):
@@ -214,6 +231,8 @@ class PartialRun(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     request_count: int = 0
     run_id: str = ""
+    handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
+    """The run's handoffs (its last `to_agent` was active when it failed)."""
 
 
 class RunResult(BaseModel):
@@ -231,3 +250,6 @@ class RunResult(BaseModel):
     """Contributed state keys."""
     run_id: str = ""
     """The workflow id."""
+    handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
+    """The run's handoffs, in order (`towline.capabilities.Handoff`): the last one's
+    `to_agent` gave the output; none when the agent it started as did."""

@@ -32,11 +32,17 @@ __all__ = [
     "ToolContext",
     "ToolCall",
     "ToolReturn",
+    "HANDOFF_KEY",
     "ToolFunc",
     "ToolResult",
     "tool_content",
     "SchemaClientTool",
 ]
+
+HANDOFF_KEY = "towline.handoff"
+"""`Tool.metadata` key of a `Handoff`'s tool: the agent it hands the run to. A handoff tool
+executes nothing itself (the run goes on as that agent), so ancestor authority does not
+apply to it; what the agent then runs is held to it."""
 
 ToolCall = ToolCallPart
 """A tool call as hooks see it (`tool_name`, `args`, `tool_call_id`, `kind`, `metadata`)."""

@@ -21,7 +21,6 @@ from temporalio.common import SearchAttributeKey
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
-    AgentVersionMismatch,
     Cancelled,
     InternalError,
     InvalidRunInput,
@@ -41,6 +40,8 @@ from towline.runtime.request_chain import RequestBook
 from towline.telemetry import tracing as telemetry
 from towline.timetravel.lineage import run_lineage
 
+from . import handoffs
+from .agent_versions import recorded_version
 from .approvals import forget_turn, restore_approvals
 from .client_tools import client_tools
 from .continuation import carried_input, check_fits, release, should_continue
@@ -64,7 +65,6 @@ from .versions import (
     at_least,
     engine,
     since,
-    version_patch,
 )
 
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
@@ -73,7 +73,7 @@ __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
 def _result(run: Run, output: Any) -> RunResult:
     return RunResult(
         output=output, messages=run.messages, usage=run.usage, counters=run.counters,
-        state=run.state, run_id=run.run_id,
+        state=run.state, run_id=run.run_id, handoffs=run.handoffs,
     )
 
 
@@ -180,7 +180,7 @@ class AgentRun(RunHandlers):
                 workflow.logger.error("run failed without its partial: %s", inner)
             raise await self._end_stream(failure) from None
         run.confirm("succeeded")
-        telemetry.run_ended(run.agent.name, None)
+        telemetry.run_ended(run.started_as, None)
         self._ended = True  # from here on `send` is refused: no answer would ever come
         emit("result", output=output, counters=run.counters.model_dump(mode="json"))  # streaming
         await self.stream.close()  # streaming: subscribers' polls return before the run ends
@@ -218,32 +218,11 @@ class AgentRun(RunHandlers):
         return worker_agents() or WorkerAgents()
 
     def _agent_version(self, agent: Agent) -> str | None:
-        """The agent version the run started with, recorded by a `workflow.patched` marker.
-
-        A new run records this worker's version. A replayed run must have recorded this
-        worker's version, or one it accepts; otherwise the workflow task fails
-        (`AgentVersionMismatch`): another definition could take another path through the
-        history, and the run waits, losing nothing, for a worker that has its version.
-        """
+        """The agent version the run started with, recorded by a `workflow.patched` marker
+        (`agent_versions.recorded_version`; None for a run from before versions)."""
         if not since(AGENT_VERSIONS):
             return None  # a run from before versions were recorded: nothing to compare
-        worker = self._worker()
-        local = worker.versions[agent.name]
-        if workflow.patched(version_patch(local)):
-            return local
-        for accepted in sorted(worker.accepted_versions):
-            if workflow.patched(version_patch(accepted)):
-                return accepted
-        raise AgentVersionMismatch(
-            f"run {workflow.info().workflow_id!r} was started with another version of agent "
-            f"{agent.name!r} than this worker's ({local}; the run's version is its "
-            "TowlineAgentVersion search attribute). Replaying it with this definition could "
-            "take another path, so this workflow task fails and the run waits for a worker "
-            "with its version: keep such a worker running (or pin runs to their build with "
-            "`towline worker --deployment-name NAME --build-id ID`); if `towline replay` shows "
-            "the change is compatible, accept the old version with `towline worker "
-            "--accept-version VERSION` (TowlinePlugin(accept_versions=[...]))."
-        )
+        return recorded_version(self._worker(), agent)
 
     def _fail_early(
         self, failure: RunFailure, registered: frozenset[str], agent: str | None
@@ -276,6 +255,7 @@ class AgentRun(RunHandlers):
                       mcp_listings=dict(r.mcp_listings))
             restore_mcp_tools(run)
             restore_approvals(run, r.approvals)
+            handoffs.resume(run, self._worker(), r.handoffs)  # as the agent last handed to
         else:
             state = agent.state_defaults()
             state.update({k: v for k, v in (inp.context or {}).items() if k in agent.state_schema})
@@ -291,9 +271,9 @@ class AgentRun(RunHandlers):
         run.tools.update({t.name: t for t in self._client_tools})  # engine 4: the client's
         if inp.allowed_tools is not None:
             run.allowed_tools = frozenset(inp.allowed_tools)
-        if inp.model is not None:
+        if inp.model is not None and not run.handoffs:  # the first agent's, not its targets'
             run.model = inp.model
-        run.settings = agent.settings
+        run.settings = run.agent.settings
         if inp.stream is not None:  # streaming: the run's choice over the agent's
             run.settings = run.settings.model_copy(update={"stream": inp.stream})
         return run
@@ -307,7 +287,7 @@ class AgentRun(RunHandlers):
         run.merge_reported_usage()
         run.pending_approvals.clear()
         run.confirm("failed")
-        telemetry.run_ended(run.agent.name, type(failure).__name__)
+        telemetry.run_ended(run.started_as, type(failure).__name__)
         return failure.with_partial(run.fitted_partial())
 
     async def _loop(self, run: Run, inp: RunInput) -> Any:
@@ -379,6 +359,7 @@ class AgentRun(RunHandlers):
                                  run.counters.run_step, truncated=response.finish_reason == "length")
             # an output call passed over by a "tools" jump still gets its one return record
             run.close_unpaired("not executed: after_model jumped to 'tools'")
+            await handoffs.complete(run, self._worker())  # a handoff the calls asked for
             return CONTINUE
         return text_output(run, response)
 

@@ -154,16 +154,17 @@ class RunHandlers(ApprovalHandlers):
 
     @workflow.query
     def state(self) -> dict[str, Any]:
-        """Counters, status (and what a waiting run waits for), pending approvals and client
-        tool calls, contributed state, usage, the run's approval policy, remembered decisions
-        and the audit trail."""
+        """The active agent, counters, status (and what a waiting run waits for), pending
+        approvals and client tool calls, contributed state, usage, the run's approval policy,
+        remembered decisions, the audit trail and the handoffs so far."""
         run = self._run
         if run is None:
             return {"agent": None, "status": "starting", "counters": None, "usage": None,
                     "pending_approvals": {}, "state": {}, "waiting_for": None, "remembered": [],
-                    "policy": {}, "decisions": [], "decisions_total": 0}
+                    "policy": {}, "decisions": [], "decisions_total": 0, "handoffs": []}
         return {
             "agent": run.agent.name, "status": run.status,
+            "handoffs": [h.model_dump(mode="json") for h in run.handoffs],
             "counters": run.counters.model_dump(mode="json"),
             "usage": run.usage.model_dump(mode="json"),
             "pending_approvals": run.pending_approvals,

@@ -9,6 +9,7 @@ run loop.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,11 +18,12 @@ from temporalio import workflow
 
 from towline.agent import Agent
 from towline.errors import Cancelled, InternalError, runtime_failure
-from towline.messages import Usage
+from towline.messages import Message, Usage
 from towline.results import Counters
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
+from . import handoffs
 from .decisions import ApprovalDecision
 from .events import emit
 from .run import Run
@@ -102,6 +104,13 @@ class HookApi:
         run = self._require_run()
         names = frozenset(run.tools)
         return names if run.allowed_tools is None else names & run.allowed_tools
+
+    def hand_off(self, target: str, input_filter: Callable[[list[Message]], Any] | None,
+                 ctx: ToolContext) -> None:
+        """Hand the run to agent `target` once the current batch of tool calls is recorded
+        (from a `Handoff`'s tool; see `workflows.handoffs`). `ToolError` for a second one in a
+        response."""
+        handoffs.request(self._require_run(), target, input_filter, ctx)
 
     def report_usage(self, usage: Usage) -> None:
         """Report model usage a hook incurred where it cannot return `llm_usage`.

@@ -24,14 +24,15 @@ from towline.errors import PayloadTooLarge, UsageLimitExceeded, runtime_failure
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
-from towline.results import Counters, PartialRun
+from towline.results import Counters, HandoffRecord, PartialRun
 from towline.runtime import search_attributes as sa
-from towline.runtime.ledger import MEMO_KEY, RunCounters, format_cost, from_proto, to_proto
+from towline.runtime.ledger import MEMO_KEY, RunCounters, from_proto, to_proto
 from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
 from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snapshot
 from towline.tools import Tool
 
-from .waiting import DECISIONS_MEMO, WAITING_MEMO, ApprovalState, pending_lines, trail_memo
+from .details import current_details
+from .waiting import DECISIONS_MEMO, WAITING_MEMO, ApprovalState, trail_memo
 
 __all__ = ["Run", "DECISIONS_MEMO", "WAITING_MEMO", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS",
            "ATTRIBUTE_SECONDS", "oversize", "run_payload_limit", "start_counters", "check_state_fits"]
@@ -150,12 +151,22 @@ class Run:
     message (a session's next); memo `towline.waiting` while it waits."""
     hitl: ApprovalState = field(default_factory=lambda: ApprovalState())
     """Engine 4: the run's approval policy, remembered decisions and audit trail."""
+    started_as: str = ""
+    """The agent the run started as (its `TowlineAgent`); `agent` is the active one, another
+    after a handoff."""
+    handoffs: list[HandoffRecord] = field(default_factory=list[HandoffRecord])
+    """Engine 4: the run's handoffs, in order (`towline.capabilities.Handoff`)."""
+    pending_handoff: Any = None
+    """A handoff the current batch of tool calls asked for (`workflows.handoffs`), made once
+    the batch is recorded."""
 
     def __post_init__(self) -> None:
         if not self.tools:
             self.tools = dict(self.agent.inventory)
         if not self.model:
             self.model = self.agent.model_name
+        if not self.started_as:
+            self.started_as = self.agent.name
 
     def new_id(self) -> str:
         """A fresh deterministic id (for messages and missing tool call ids)."""
@@ -273,7 +284,7 @@ class Run:
 
     def _upsert_attributes(self) -> None:
         values: list[tuple[SearchAttributeKey[Any], Any]] = [
-            (sa.AGENT, self.agent.name),
+            (sa.AGENT, self.started_as),
             (sa.RUN_STEP, self.counters.run_step),
             (sa.TOOL_CALLS, self.counters.tool_calls),
             (sa.STATUS, self.status),
@@ -294,25 +305,10 @@ class Run:
             )
 
     def details(self) -> str:
-        """Markdown shown as the workflow's current details in the UI."""
-        c = self.counters
-        lines = [
-            f"**{self.agent.name}** — {self.status}",
-            f"- step {c.run_step}/{c.max_steps}, tool calls {c.tool_calls}, requests {c.requests}",
-            f"- tokens {c.input_tokens} in / {c.output_tokens} out",
-        ]
-        if c.cost_micros is not None:
-            lines.append(f"- cost {format_cost(c.cost_micros, c.unpriced_requests)}")
-        if self.usage.native_tool_uses:  # what the provider ran itself (web searches, code, ...)
-            uses = ", ".join(f"{k} ×{n}" for k, n in self.usage.native_tool_uses.items())
-            lines.append(f"- native tools {uses}")
-        if self.pending_approvals:
-            lines.extend(pending_lines(self.pending_approvals))
-        elif self.status == "waiting" and self.waiting_for == "message":
-            lines.append("- waiting for the next message (`towline send`)")
-        if self.lineage_details:
-            lines.append(self.lineage_details)
-        return "\n".join(lines)
+        """Markdown shown as the workflow's current details in the UI (`details.current_details`)."""
+        return current_details(self.agent.name, self.status, self.counters, self.handoffs,
+                               self.pending_approvals, self.waiting_for, self.lineage_details,
+                               self.usage.native_tool_uses)
 
     def carried_memo(self) -> dict[str, Any]:
         """Engine 3: the memo keys besides the ledger that continue-as-new carries."""
@@ -389,6 +385,7 @@ class Run:
         return PartialRun(
             messages=list(self.messages), usage=self.usage, counters=self.counters,
             state=dict(self.state), request_count=self.counters.requests, run_id=self.run_id,
+            handoffs=list(self.handoffs),
         )
 
     def fitted_partial(self) -> PartialRun:

@@ -24,8 +24,8 @@ from towline.errors import (
     Cancelled,
     CapabilityViolation,
     DuplicateToolCallId,
-    PayloadTooLarge,
     GuardrailTripped,
+    PayloadTooLarge,
     RunFailure,
     ToolCallIdentityChanged,
     ToolDenied,
@@ -40,7 +40,7 @@ from towline.events import tool_end_fields
 from towline.messages import ModelResponse, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.runtime.escapes import UserCodeExit, raised_name
 from towline.telemetry import tracing as telemetry
-from towline.tools import ToolContext, ToolDefinition
+from towline.tools import HANDOFF_KEY, ToolContext, ToolDefinition
 
 from .events import emit
 from .hooks import (
@@ -181,7 +181,8 @@ async def _admit_one(
     if call.tool_name not in selected:
         batch.record(i, "denied", f"tool {call.tool_name!r} is not available in this request")
         return None
-    if run.allowed_tools is not None and call.tool_name not in run.allowed_tools:
+    if run.allowed_tools is not None and call.tool_name not in run.allowed_tools \
+            and HANDOFF_KEY not in tool.metadata:  # a handoff runs nothing (what follows is held)
         batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
         return None
     if call.raw_args is not None:  # the model's argument text was not a JSON object

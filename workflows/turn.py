@@ -41,7 +41,7 @@ from towline.messages import (
     Usage,
 )
 from towline.telemetry import tracing as telemetry
-from towline.tools import ToolDefinition
+from towline.tools import HANDOFF_KEY, ToolDefinition
 
 from .hooks import (
     TurnUpdate,
@@ -87,7 +87,8 @@ def render_instructions(
 
 def _offered(run: Run) -> list[ToolDefinition]:
     allowed = run.allowed_tools
-    return [t.definition() for t in run.tools.values() if allowed is None or t.name in allowed]
+    return [t.definition() for t in run.tools.values()
+            if allowed is None or t.name in allowed or HANDOFF_KEY in t.metadata]
 
 
 def _validated(response: Any, where: str) -> ModelResponse:

@@ -42,7 +42,7 @@ from towline.cli.stalled import TaskFailure, waits_on_nothing
 from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
-from towline.results import Counters, RunResult
+from towline.results import Counters, HandoffRecord, RunResult
 from towline.review import PendingCall, calls_in_state
 from towline.runtime.ledger import MEMO_KEY, decode_counters
 from towline.timetravel.lineage import ForkedFrom, lineage_in
@@ -272,6 +272,8 @@ class RunDetails:
     notes: list[str] = field(default_factory=list[str])
     forked_from: ForkedFrom | None = None
     """The run it was forked from (memo `towline.forked_from`), if it is a fork."""
+    handoffs: list[HandoffRecord] = field(default_factory=list[HandoffRecord])
+    """The run's handoffs (`towline.capabilities.Handoff`): the last one's agent is active."""
 
     def to_json(self, now: datetime) -> dict[str, Any]:
         """The JSON form of `towline show --json`."""
@@ -299,6 +301,7 @@ class RunDetails:
                          if self.messages is not None else None),
             "notes": self.notes,
             "forked_from": self.forked_from.model_dump() if self.forked_from else None,
+            "handoffs": [h.model_dump(mode="json") for h in self.handoffs],
         }
 
 
@@ -320,13 +323,14 @@ async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -
     details.waiting_for = state.get("waiting_for")
     details.approvals = {k: state[k] for k in ("decisions", "decisions_total", "remembered", "policy")
                          if k in state}
+    details.handoffs = [HandoffRecord.model_validate(h) for h in list(state.get("handoffs") or [])]
 
 
 async def _read_completed(details: RunDetails, client: Client, desc: WorkflowExecutionDescription) -> None:
     handle = client.get_workflow_handle(desc.id, run_id=desc.run_id, result_type=RunResult)
     result = await handle.result()
     details.counters, details.usage, details.messages = result.counters, result.usage, result.messages
-    details.output, details.has_output = result.output, True
+    details.output, details.has_output, details.handoffs = result.output, True, result.handoffs
 
 
 async def _read_failed(details: RunDetails, handle: WorkflowHandle[Any, Any]) -> None:
@@ -338,6 +342,7 @@ async def _read_failed(details: RunDetails, handle: WorkflowHandle[Any, Any]) ->
         if err.partial is not None:
             p = err.partial
             details.counters, details.usage, details.messages = p.counters, p.usage, p.messages
+            details.handoffs = p.handoffs
 
 
 async def read_run(client: Client, workflow_id: str) -> RunDetails:

@@ -45,7 +45,10 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
     out = [
         f"Run       {d.workflow_id}  (run id {d.run_id})",
         f"Status    {d.execution_status}",
-        f"Agent     {d.agent or '-'}" + (f"  (version {version})" if version else ""),
+        (f"Agent     {d.agent or '-'}" + (f"  (version {version})" if version else "")
+         + (f", now {d.handoffs[-1].to_agent}" if d.handoffs else "")),
+        *([f"Handoffs  {' -> '.join([d.handoffs[0].from_agent, *(h.to_agent for h in d.handoffs)])}"
+           + f"  (at step {', '.join(str(h.step) for h in d.handoffs)})"] if d.handoffs else []),
         *([f"Forked    from {d.forked_from.run_id} at step {d.forked_from.step}"]
           if d.forked_from else []),
         f"Queue     {d.task_queue}",

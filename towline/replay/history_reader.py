@@ -245,7 +245,7 @@ class HistoryReader(RequestRebuilder):
                 request = dataclasses.replace(
                     request, step=inp.run_step, model=inp.model, messages=rebuilt.messages,
                     definitions=rebuilt.definitions, missing_prefix=rebuilt.missing_prefix,
-                    unreadable=None,
+                    unreadable=None, agent=inp.agent,
                     own=inp.run_step > 0 and summary in ("", f"{inp.model} · step {inp.run_step}"))
         self.model_requests[pos] = len(run.requests)
         run.requests.append(request)

@@ -97,6 +97,8 @@ class RecordedRequest:
     """The response it got (None: it failed, or it has not ended)."""
     failure: ApplicationError | None = None
     """Why it failed for good (None: it succeeded, or it has not ended)."""
+    agent: str = ""
+    """The agent that made it (after a handoff, the one the run was handed to)."""
 
     @property
     def resolved(self) -> list[Message] | None:

@@ -68,7 +68,7 @@ from towline.runtime.registry import AgentsInterceptor, WorkerAgents
 from towline.runtime.unreadable_payloads import without_store
 from towline.storage.payload_store import PayloadStore
 from towline.storage.payload_store import payload_store as payload_store_of
-from towline.tools import Tool
+from towline.tools import HANDOFF_KEY, Tool
 from towline.workflows import AgentRun
 from towline.workflows.passthrough import PASSTHROUGH_MODULES
 
@@ -243,8 +243,14 @@ class TowlinePlugin(SimplePlugin):
 
     def _tool_registry(self) -> dict[str, Tool]:
         tools: dict[str, Tool] = {}
+        names = {a.name for a in self.agents}
         for agent in self.agents:
             for tool in agent.inventory.values():
+                target = tool.metadata.get(HANDOFF_KEY)
+                if target is not None and target not in names:
+                    raise ConfigurationError(
+                        f"agent {agent.name!r} hands off to agent {target!r}, which this plugin "
+                        "does not register: add it to agents=[...]")
                 known = tools.get(tool.name)
                 if known is not None and known.function is not tool.function:
                     raise ConfigurationError(

@@ -3,7 +3,8 @@
 Both read the run's history (`towline.replay.run_history`), the exact record of what it did.
 
 - `fork` starts a NEW run of the same agent from the conversation the model was sent at
-  step N, before its request (the instructions left out: the new run renders its own).
+  step N, before its request (the instructions left out: the new run renders its own);
+  after a handoff, of the agent that made step N's request.
   Its contributed state is the state the run had then (recorded by engine-3 runs, see
   `towline.timetravel.lineage`); everything else starts fresh: a fork's ledger counts from zero,
   because the original's counters are never carried into another run (a fork cannot
@@ -156,10 +157,17 @@ async def plan_fork(
     if state is None:
         notes.append(f"the contributed state before step {at_step} is not known ({unknown}): "
                      "the fork starts from the state the run started with")
+    # after a handoff, the fork starts as the agent that made the step's request (and on its
+    # own model: the original's override was its first agent's)
+    agent = request.agent or original.agent
+    handed = agent != original.agent
+    if handed:
+        notes.append(f"step {at_step} was made by agent {agent!r}, which the run had been handed "
+                     f"to: the fork starts as {agent!r}")
     inp = RunInput(
-        agent=original.agent, prompt=prompt, message_history=messages, limits=original.limits,
+        agent=agent, prompt=prompt, message_history=messages, limits=original.limits,
         context=state if state is not None else original.context,
-        allowed_tools=original.allowed_tools, model=model or original.model,
+        allowed_tools=original.allowed_tools, model=model or (None if handed else original.model),
         stream=original.stream, session=original.session,
         session_timeout=original.session_timeout,
         continue_as_new_after_events=original.continue_as_new_after_events,
