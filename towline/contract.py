@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from towline.messages import Message, Usage
-from towline.results import Counters, PartialRun, RunInput, RunResult
+from towline.results import Counters, HandoffRecord, PartialRun, RunInput, RunResult
 from towline.workflows import (
     ApprovalDecision,
     Decisions,
@@ -66,7 +66,8 @@ class StateQueryResult(BaseModel):
     """The answer of the `state` query: where the run is, without its conversation."""
 
     agent: str | None
-    """The agent's name (None before the run has decoded its input)."""
+    """The active agent's name: the one the run started as, or the one it was last handed to
+    (None before the run has decoded its input)."""
     status: str
     """`starting`, `running`, `waiting` (for an approval, or a session's next message),
     `succeeded` or `failed` (the `TowlineStatus` search attribute)."""
@@ -89,6 +90,8 @@ class StateQueryResult(BaseModel):
     """The newest entries of the audit trail (who, when, why, digest, rule or person)."""
     decisions_total: int = 0
     """How many audit entries the run has recorded."""
+    handoffs: list[HandoffRecord] = []
+    """The run's handoffs so far, in order (`towline.capabilities.Handoff`)."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ class Progress:
         self.status = "running"
         self.announced: set[str] = set()
         self.approving = False
+        self.handed = 0
+        """Handoffs reported so far (`towline.capabilities.Handoff`)."""
 
     def _say(self, line: str) -> None:
         if not self.quiet:
@@ -90,8 +92,12 @@ class Progress:
                 self._say(f"[user] {content(p.content, 100)}")
 
     def state(self, state: dict[str, Any]) -> None:
-        """Report status changes and tool calls waiting for approval."""
+        """Report status changes, handoffs and tool calls waiting for approval."""
         status = str(state.get("status", self.status))
+        handoffs: list[dict[str, Any]] = state.get("handoffs") or []
+        for h in handoffs[self.handed:]:
+            self._say(f"[step {h.get('step')}] handed off to {h.get('to_agent')}")
+        self.handed = max(self.handed, len(handoffs))
         pending: dict[str, Any] = state.get("pending_approvals") or {}
         for call_id, info in pending.items():
             if call_id in self.announced:
