@@ -23,7 +23,7 @@ from .completion_gate import parse_verdict
 
 __all__ = [
     "Check", "CheckResult", "GuardKind", "Replace", "judged", "report", "text_of", "ask_model", "user_input", "tripwire", "said_by", "check_judge",
-    "model_name", "guard_models", "default_name", "verdict", "GUARD_INSTRUCTIONS",
+    "model_name", "guard_models", "default_name", "verdict", "GUARD_INSTRUCTIONS", "engine_ready",
 ]
 
 CheckResult = Any
@@ -54,6 +54,14 @@ class Replace:
     """What the model sees in place of the tool's output (JSON-ready)."""
     reason: str = "replaced by the guardrail"
     """Why, as the run's live events report it."""
+
+
+def engine_ready() -> bool:
+    """Whether guardrails act in the running run: engine 4 on (a run of an older engine, which
+    could not have had them, replays as it was written)."""
+    from towline.workflows.versions import at_least
+
+    return at_least(4)
 
 
 def said_by(result: Any, where: str, *, replace: bool = False) -> str | Replace | None:

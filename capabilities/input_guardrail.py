@@ -31,6 +31,7 @@ from ._guardrail import (
     Check,
     check_judge,
     default_name,
+    engine_ready,
     guard_models,
     tripwire,
     user_input,
@@ -81,7 +82,7 @@ class InputGuardrail(Capability):
     async def wrap_model_call(self, request: ModelCallRequest, next: NextModelCall) -> ModelResponse:
         """Check new user input: before the model request, or alongside it (cancelling it on a trip)."""
         text = user_input(request.messages)
-        if text is None:  # nothing new from the user since the model last answered
+        if text is None or not engine_ready():  # nothing new from the user since the model answered
             return await next(request)
         if not self.run_in_parallel:
             await self._judge(text)

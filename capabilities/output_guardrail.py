@@ -18,7 +18,15 @@ from typing import Any
 from towline.messages import Message, ModelResponse
 from towline.runtime.model_types import Model
 
-from ._guardrail import Check, check_judge, default_name, guard_models, tripwire, verdict
+from ._guardrail import (
+    Check,
+    check_judge,
+    default_name,
+    engine_ready,
+    guard_models,
+    tripwire,
+    verdict,
+)
 from .base import Capability
 
 __all__ = ["OutputGuardrail"]
@@ -62,7 +70,7 @@ class OutputGuardrail(Capability):
 
         messages: list[Message] = state["messages"]
         last = messages[-1] if messages else None
-        if not isinstance(last, ModelResponse):  # e.g. a hook after it added a message
+        if not isinstance(last, ModelResponse) or not engine_ready():  # a hook after it added one
             return
         output = final_output(current_run().agent_run.agent, last)
         if output is NO_OUTPUT:

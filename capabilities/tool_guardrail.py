@@ -34,6 +34,7 @@ from ._guardrail import (
     Replace,
     check_judge,
     default_name,
+    engine_ready,
     guard_models,
     report,
     text_of,
@@ -98,7 +99,7 @@ class ToolGuardrail(Capability):
 
     async def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:
         """Check a call of a guarded tool; deny it, or trip the run, when flagged."""
-        if self.on != "call" or not self._guards(call.tool_name):
+        if self.on != "call" or not self._guards(call.tool_name) or not engine_ready():
             return call
         assert self.name is not None
         text = f"{call.tool_name}({json.dumps(call.args, ensure_ascii=False, sort_keys=True)})"
