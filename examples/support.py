@@ -19,7 +19,14 @@ import re
 
 from towline import Agent, tool
 from towline.capabilities import Handoff, InputGuardrail, PromptInjectionGuard, ToolGuardrail
-from towline.messages import Message, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPart
+from towline.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPart,
+)
 from towline.models import FunctionModel, ModelInfo
 from towline.tools import ToolCall
 

@@ -59,8 +59,8 @@ async def test_the_guardrail_and_handoff_pages_as_they_show(tmp_path: Path) -> N
             env=env, cwd=tmp_path)
         assert refund.code == 0 and refund.out == "Done: refunded 25 EUR for order A1.\n", refund
         for line in ("[step 1] model calls transfer_to_support_billing()",
-                     "[step 1]   transfer_to_support_billing -> Transferred to support-billing: "
-                     "it handles the conversation from here.  (succeeded)",
+                     ("[step 1]   transfer_to_support_billing -> Transferred to support-billing: "
+                      "it handles the conversation from here.  (succeeded)"),
                      "[step 1] handed off to support-billing",
                      '[step 2] model calls refund(order="A1", amount=25.0)'):
             assert line in refund.err.splitlines(), refund.err
