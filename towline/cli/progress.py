@@ -24,6 +24,7 @@ from towline.cli.render import (
 )
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
+from towline.results import HandoffRecord
 
 __all__ = ["Progress", "Session"]
 
@@ -42,8 +43,9 @@ class Progress:
         self.status = "running"
         self.announced: set[str] = set()
         self.approving = False
-        self.handed = 0
-        """Handoffs reported so far (`towline.capabilities.Handoff`)."""
+        self.handed: dict[str, str] = {}
+        """Handoffs (`towline.capabilities.Handoff`) by their call id: the agent handed to,
+        reported after that call's return."""
 
     def _say(self, line: str) -> None:
         if not self.quiet:
@@ -86,18 +88,24 @@ class Progress:
             if p.part_kind == "tool_return":
                 self._say(f"[step {self.step}]   {p.tool_name} -> {content(p.content, 80)}"
                           f"  ({p.status})")
+                if p.tool_call_id in self.handed:
+                    self._say(f"[step {self.step}] handed off to {self.handed[p.tool_call_id]}")
             elif p.part_kind == "retry":
                 self._say(f"[step {self.step}]   retry: {short(p.content, 100)}")
             elif p.part_kind == "user" and self.step > 0:
                 self._say(f"[user] {content(p.content, 100)}")
 
+    def handoffs(self, records: list[Any]) -> None:
+        """Note the run's handoffs (`HandoffRecord`s or their JSON), before the messages whose
+        returns they follow are printed."""
+        for h in records:
+            data: dict[str, Any] = h.model_dump() if isinstance(h, HandoffRecord) else dict(h)
+            self.handed[str(data.get("call_id"))] = str(data.get("to_agent"))
+
     def state(self, state: dict[str, Any]) -> None:
         """Report status changes, handoffs and tool calls waiting for approval."""
         status = str(state.get("status", self.status))
-        handoffs: list[dict[str, Any]] = state.get("handoffs") or []
-        for h in handoffs[self.handed:]:
-            self._say(f"[step {h.get('step')}] handed off to {h.get('to_agent')}")
-        self.handed = max(self.handed, len(handoffs))
+        self.handoffs(state.get("handoffs") or [])
         pending: dict[str, Any] = state.get("pending_approvals") or {}
         for call_id, info in pending.items():
             if call_id in self.announced:

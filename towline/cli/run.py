@@ -80,6 +80,7 @@ async def _poll(
         messages = MESSAGES.validate_python(raw)
     except ValidationError:
         return
+    progress.handoffs(state.get("handoffs") or [])  # before the returns they follow
     progress.messages(messages)
     progress.state(state)
     if session is not None:
@@ -236,6 +237,7 @@ async def run_command(args: Any) -> int:
         except WorkflowFailureError as e:
             err = run_error(e)
             if err.partial is not None and not streamed:
+                progress.handoffs(err.partial.handoffs)
                 progress.messages(err.partial.messages)
             if isinstance(e.cause, TerminatedError):  # no failure reason: nothing of it ran
                 say(f"towline: run {handle.id} was terminated: {e.cause.message or 'no reason given'}")
@@ -250,6 +252,7 @@ async def run_command(args: Any) -> int:
                 f"(up to {GRACEFUL_SHUTDOWN.total_seconds():g}s)...")
             return 130
         if not streamed:
+            progress.handoffs(result.handoffs)
             progress.messages(result.messages)
         c = result.counters
         cost = f", cost {format_cost(c.cost_micros, c.unpriced_requests)}" if c.cost_micros is not None else ""
