@@ -72,8 +72,12 @@ async def test_operating_runs_as_the_readme_shows(tmp_path: Path) -> None:
         assert stuck.code == 0 and stuck.out.startswith("No stuck runs"), stuck
         pending = await readme("towline pending", env=env, cwd=tmp_path)
         assert pending.code == 0, pending
-        assert pending.out.splitlines()[1].split()[:5] == [
-            "careful-1", "call_1", "multiply", "a=6.0,", "b=7.0"]
+        head, row = pending.out.splitlines()[:2]  # as docs/cli.md shows them
+        assert head.split() == ["WORKFLOW", "ID", "#", "CALL", "ID", "TOOL", "ARGUMENTS", "FOR",
+                                "WAITING", "DIGEST"]
+        assert row.split()[:7] == [
+            "careful-1", "1", "call_1", "multiply", "a=6.0,", "b=7.0", "approval"]
+        assert re.fullmatch(r"[0-9a-f]{16}", row.split()[-1]), row  # the digest
         shown = json.loads((await readme("towline show careful-1 --json", env=env,
                                          cwd=tmp_path)).out)
         assert shown["status"] == "waiting" and shown["agent"] == "careful-calculator"
