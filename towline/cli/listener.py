@@ -21,6 +21,7 @@ from towline.cli.args import (
     port_number,
 )
 from towline.cli.common import EXIT_USAGE, GRACEFUL_SHUTDOWN, CliError, Target, say, stop_event
+from towline.cli.worker_log import add_log_options, worker_logging
 from towline.serve.http_guard import LOCAL_NAMES
 
 __all__ = ["add_listener", "bearer_token", "announce", "serve_beside_worker"]
@@ -46,6 +47,7 @@ def add_listener(parser: Any, *, default_port: int, auth_env: str, ui_what: str,
     add_no_worker(parser)
     add_ui_url(parser, ui_what)
     add_task_queue(parser)
+    add_log_options(parser)
 
 
 def bearer_token(raw: str | None) -> str | None:
@@ -78,6 +80,7 @@ async def serve_beside_worker(client: Client, args: Any, serving: Coroutine[Any,
                               stop_serving: Callable[[asyncio.Future[Any]], None]) -> None:
     """Run `serving` (with a worker for `args.task_queue` unless `--no-worker`) until it ends or
     Ctrl-C / SIGTERM, which call `stop_serving` with it; then wait for it to finish, and say so."""
+    worker_logging(args)
     stop = stop_event()  # Ctrl-C / SIGTERM: stop serving, let running activities finish
     async with AsyncExitStack() as stack:
         if not args.no_worker:

@@ -50,6 +50,7 @@ from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
 from towline.cli.render import terminal_text
 from towline.cli.watch import add_thinking_option, stream_run
+from towline.cli.worker_log import add_log_options, worker_logging
 from towline.client import run_error, start_run, with_towline
 from towline.media import UnknownMediaType, binary_content
 from towline.messages import MESSAGES, BinaryContent, UserContent
@@ -188,6 +189,7 @@ async def run_command(args: Any) -> int:
     if args.session and args.json:
         raise CliError("--json prints a finished run's RunResult; a session's answers are printed "
                        "as they come (towline send --json prints one as JSON)", 2)
+    worker_logging(args)
     agent = load_agent(args.agent)
     text = read_prompt(args.prompt, args.prompt_file)
     attached = attachments(args.attach)
@@ -317,5 +319,6 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--connect-timeout", type=float, default=3.0, metavar="SECONDS",
                    help="how long to try reaching the server before embedding one (default: 3)")
     add_tracing_option(p)
+    add_log_options(p)
     add_embedding(p, "only if no server answers", "the configured address's port",
                   ui_url=" (default: TOWLINE_UI_URL, or derived)")

@@ -44,6 +44,7 @@ from towline.cli.common import (
 )
 from towline.cli.embedded import DEFAULT_PORT, DEFAULT_UI_PORT, choose_port, start_embedded
 from towline.cli.observe import Observability, add_tracing_option, observability, store_line
+from towline.cli.worker_log import add_log_options, worker_logging
 from towline.client import with_towline
 from towline.encryption.codec_server import CodecServer, secret_path
 from towline.encryption.peer import can_tell_peers
@@ -113,6 +114,7 @@ def _queue_lines(routes: ModelRoutes) -> list[str]:
 
 async def dev_command(args: Any) -> int:
     """`towline dev`: the embedded server (+ a worker) until Ctrl-C."""
+    worker_logging(args)
     agents = load_agents(args.agent or [])
     routes = _routes(args)
     if routes and not agents:
@@ -180,6 +182,7 @@ def _deployment(args: Any) -> WorkerDeploymentVersion | None:
 
 async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
+    worker_logging(args)
     agents = load_agents(args.agent)
     deployment = _deployment(args)
     routes = _routes(args, args.only)
@@ -221,6 +224,7 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--namespace", metavar="NS", help="namespace to serve (default: 'default')")
     add_task_queue(p)
     add_worker_options(p, dev=True)
+    add_log_options(p)
     add_allow_model(p)
     _add_fleet_options(p, dev=True)
 
@@ -232,6 +236,7 @@ def register(sub: Subcommands) -> None:
     add_task_queue(p)
     add_allow_model(p)
     add_worker_options(p)
+    add_log_options(p)
     group = p.add_argument_group("versions (see docs/production.md: changing an agent safely)")
     group.add_argument("--deployment-name", metavar="NAME",
                        help="run as a version of this Worker Deployment, AgentRun pinned (with "

@@ -1,0 +1,24 @@
+"""Agents of `test_retries_cli.py`, loaded by `towline run` / `towline worker` subprocesses:
+OpenAI models (the fake provider answers for them), Temporal's retries quick."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+from towline import Agent
+
+flaky = Agent(
+    name="retry-flaky", model="openai:gpt-4.1-mini",
+    model_retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=1.0,
+                                   maximum_attempts=5),
+)
+"""A model request the provider fails twice: Temporal retries it after 1 s each time."""
+
+lost = Agent(
+    name="retry-lost", model="openai:gpt-4.1-mini", model_heartbeat_timeout=timedelta(seconds=2),
+    model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200),
+                                   backoff_coefficient=1.0, maximum_attempts=5),
+)
+"""A model request whose worker may be killed: its heartbeat times out after 2 s."""
