@@ -75,6 +75,21 @@ class OneLine(logging.Formatter):
         return f"towline: {text}"
 
 
+class _Stderr(logging.StreamHandler[TextIO]):
+    """Writes to whatever `sys.stderr` is when a record comes (as `logging.lastResort` does)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
 class _LazyFile(logging.FileHandler):
     """A log file whose directory and file are made on the first record."""
 
@@ -87,14 +102,14 @@ _INSTALLED: list[logging.Handler] = []
 """The handlers `worker_logging` added to the root logger."""
 
 
-def worker_logging(args: Any, stream: TextIO | None = None) -> None:
-    """Log as `add_log_options` says: warnings on stderr (`stream`), one line each unless
+def worker_logging(args: Any) -> None:
+    """Log as `add_log_options` says: warnings on stderr, one line each unless
     `--verbose`; everything from INFO on, with tracebacks, in the log file."""
     root = logging.getLogger()
     for handler in _INSTALLED:  # a second call (tests run commands in one process) replaces
         root.removeHandler(handler)
     _INSTALLED.clear()
-    terminal = logging.StreamHandler(stream or sys.stderr)
+    terminal = _Stderr()
     terminal.setLevel(logging.WARNING)
     log_file: str | None = getattr(args, "log_file", None)
     if getattr(args, "verbose", False):
