@@ -174,7 +174,7 @@ def _turn(thread: str, run: str, *texts: str) -> Event:
 def _documented_answer() -> list[tuple[int | None, Event]]:
     """The (SSE id, event) pairs of the answer docs/fleet.md shows."""
     page = (REPO / "docs" / "fleet.md").read_text(encoding="utf-8")
-    block = page.split("its answer up to the approval it waits for:")[1].split("```text\n")[1]
+    block = page.split("its answer up to the approval it waits for")[1].split("```text\n")[1]
     pairs: list[tuple[int | None, Event]] = []
     ident: int | None = None
     for line in block.split("```")[0].splitlines():
@@ -186,9 +186,17 @@ def _documented_answer() -> list[tuple[int | None, Event]]:
     return pairs
 
 
-def _as_documented(event: Event, thread: str) -> Event:
-    """`event` as the docs show it: their thread id, and a dev server's UI on port 8233."""
-    text = json.dumps(event).replace(thread, "research-web-1")
+DOC_DIGEST = "63dfb3d6072bdc56"
+"""The call digest the docs show (a real one: each run's differs, it names the execution)."""
+DOC_EXPIRES = "2026-12-02T14:00:00+00:00"
+"""When the docs' approval times out (an hour after it was asked)."""
+
+
+def _as_documented(event: Event, thread: str, digest: str) -> Event:
+    """`event` as the docs show it: their thread id and call digest, and a dev server's UI on
+    port 8233."""
+    text = json.dumps(event).replace(thread, "research-web-1").replace(digest, DOC_DIGEST)
+    text = re.sub(r'"expiresAt": "[^"]+"', f'"expiresAt": "{DOC_EXPIRES}"', text)
     return json.loads(re.sub(r"http://localhost:\d+/namespaces/[^/]+/",
                              "http://localhost:8233/namespaces/default/", text))
 
@@ -209,15 +217,23 @@ async def test_a_conversation_survives_a_dropped_connection_and_an_approval(
             page = await http.get("/")
             assert page.status_code == 200 and "<title>towline</title>" in page.text
             assert (await http.get("/info")).json()["agents"] == ["research"]
-            # turn 1: read the stream up to the approval, then drop the connection
-            seen: list[tuple[int | None, Event]] = []
+            # turn 1: the stream ends where the run waits for approval (AG-UI's interrupt)
             async with http.stream("POST", "/agents/research",
                                    json=_turn(thread, "run-1", "Summarise README.md")) as response:
-                async for ident, event in _events(response):
-                    seen.append((ident, event))
-                    if event.get("name") == "towline.approval" and ident is not None:
-                        break
-            assert [(i, _as_documented(e, thread)) for i, e in seen] == _documented_answer()
+                seen = [(i, e) async for i, e in _events(response)]
+            handle = tclient.get_workflow_handle(thread)
+            state: dict[str, Any] = await handle.query("state")
+            (waiting,) = state["pending_approvals"].values()
+            digest = waiting["digest"]
+            assert re.fullmatch(r"[0-9a-f]{16}", digest)
+            assert [(i, _as_documented(e, thread, digest)) for i, e in seen] == _documented_answer()
+            finished = seen.pop()  # made from no run event: it carries no id
+            assert finished[0] is None and finished[1]["type"] == "RUN_FINISHED"
+            (interrupt,) = finished[1]["outcome"]["interrupts"]
+            assert finished[1]["outcome"]["type"] == "interrupt"
+            assert interrupt["id"] == f"read_0@{digest}" and interrupt["toolCallId"] == "read_0"
+            assert interrupt["metadata"]["towline"]["decisions"] == waiting["decisions"] == [
+                "approve", "reject", "edit", "respond"]
             first = [e for _, e in seen]
             started = first[0]
             assert started["type"] == "RUN_STARTED" and seen[0][0] == -1
@@ -232,14 +248,21 @@ async def test_a_conversation_survives_a_dropped_connection_and_an_approval(
             approval = first[-1]["value"]
             call_id = approval["call_id"]
             assert call_id == call["toolCallId"] and approval["tool"] == "read_file"
+            # what a decision names: the call's digest and index, and what may be decided
+            assert (approval["digest"], approval["index"], approval["decisions"]) == (
+                digest, waiting["index"], waiting["decisions"])
             last = seen[-1][0]
             assert last is not None
 
-            # nobody listens; a wrong call id is refused, the right one approved
+            # nobody listens; a wrong call id or digest is refused, the right call approved
             refused = await http.post(f"/runs/{thread}/approvals/nope", json={"approved": True})
             assert refused.status_code == 409
-            assert "no tool call 'nope' is waiting for approval" in refused.json()["error"]
-            ok = await http.post(f"/runs/{thread}/approvals/{call_id}", json={"approved": True})
+            assert "no tool call 'nope' is waiting for a decision" in refused.json()["error"]
+            stale = await http.post(f"/runs/{thread}/approvals/{call_id}",
+                                    json={"decision": "approve", "digest": "0" * 16})
+            assert stale.status_code == 409 and "is not the call you decided" in stale.json()["error"]
+            ok = await http.post(f"/runs/{thread}/approvals/{call_id}",
+                                 json={"decision": "approve", "digest": digest})
             assert ok.json() == {"workflowId": thread, "callId": call_id, "decision": "approved"}
 
             # reconnect: the rest of the turn, from the offset after the last one seen
@@ -281,9 +304,8 @@ async def test_a_conversation_survives_a_dropped_connection_and_an_approval(
             assert bad.status_code == 422 and "messages" in bad.json()["error"]
             assert (await http.post("/agents/nope", json=_turn(thread, "r", "hi"))).status_code == 404
             # one run for the whole thread: a session, waiting for the next message
-            handle = tclient.get_workflow_handle(thread)
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-            state: dict[str, Any] = await handle.query("state")
+            state = await handle.query("state")
             assert state["status"] == "waiting" and state["counters"]["run_step"] == 3
 
             # a thread whose run has ended: a new run, with the thread's messages as history
@@ -329,6 +351,7 @@ async def test_serve_with_a_token_refuses_strangers(target: str, namespace: str)
     try:
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             assert (await http.get("/")).status_code == 200  # the page holds no data
+            assert (await http.get("/favicon.ico")).status_code == 204  # nor its icon
             assert (await http.get("/info")).status_code == 401
             assert (await http.get("/info", headers={"Authorization": f"Bearer {token}x"})).status_code == 401
             assert (await http.get("/info", headers=good)).json()["agents"] == ["research"]

@@ -13,7 +13,13 @@ An AG-UI run is one turn of a towline session: from the user's message to the se
 | `tool_end` | `TOOL_CALL_RESULT` (its `status` in `metadata.towline`) |
 | `answer`, `result` | `RUN_FINISHED` (`result`: the output) |
 | `failed` | `RUN_ERROR` (`code`: the failure reason) |
-| any other (`run`, `user`, `tool_start`, `approval`, `decision`) | `CUSTOM`, named `towline.<type>`, its value the event's JSON |
+| any other (`run`, `user`, `tool_start`, `approval`, `client_tool`, `decision`) | `CUSTOM`, named `towline.<type>`, its value the event's JSON |
+
+A turn that waits ends its AG-UI run (`towline.serve.waits`): at an `approval` (unless the
+client streams through approvals, `interrupts=False`) with `RUN_FINISHED` whose outcome is
+the interrupt, one per waiting call; at a `client_tool` with `RUN_FINISHED` whose success
+outcome names the `pendingToolCallIds`. The server asks the run what waits (`finish_waiting`):
+the calls of one response wait together.
 
 Message ids are derived from the workflow id and the step, so a stream resumed from an
 offset names the messages the first one opened. On the wire (`sse`) the last AG-UI event
@@ -31,10 +37,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ag_ui.core import (
-    AssistantMessage,
     BaseEvent,
     CustomEvent,
-    Message,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -42,6 +46,8 @@ from ag_ui.core import (
     ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -51,17 +57,16 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
-    UserMessage,
 )
-from ag_ui.core import TextPart as AgTextPart
 from ag_ui.encoder import EventEncoder
 
 from towline.events import RunEvent
-from towline.messages import Message as TowlineMessage
-from towline.messages import ModelRequest, ModelResponse, TextPart, UserPart
+from towline.review import PendingCall
+from towline.serve.agui_input import InputError, history, user_text
+from towline.serve.waits import interrupt
 
 __all__ = ["CUSTOM_PREFIX", "TURN_ENDS", "TurnMapper", "sse", "user_text", "history",
-           "InputError"]
+           "InputError"]  # the input's helpers live in `agui_input`
 
 CUSTOM_PREFIX: Final = "towline."
 """The prefix of the `CUSTOM` events' names: `towline.approval`, `towline.tool_start`, ..."""
@@ -71,10 +76,6 @@ TURN_ENDS: Final = frozenset({"answer", "result", "failed"})
 _ENCODER = EventEncoder()
 
 
-class InputError(ValueError):
-    """A `RunAgentInput` towline cannot run (said to the client as a 422)."""
-
-
 class TurnMapper:
     """Maps the run events of one turn to AG-UI events (keeps which messages are open).
 
@@ -82,18 +83,23 @@ class TurnMapper:
     a mapper that joins a step after its start (a resumed stream) then knows whether the
     step's text already went out as deltas. `awaiting_user` (a message sent to a running
     session): the turn ends only after the run took a message (`user`), so an answer to an
-    earlier message still in flight does not end it.
+    earlier message still in flight does not end it. `interrupts`: a call waiting for approval
+    ends the turn with the interrupt outcome (False: the stream goes on through the wait, and
+    the call is decided elsewhere).
     """
 
     def __init__(self, workflow_id: str, thread_id: str, run_id: str, *, streaming: bool = False,
-                 awaiting_user: bool = False) -> None:
+                 awaiting_user: bool = False, interrupts: bool = True) -> None:
         self.workflow_id = workflow_id
         self.thread_id = thread_id
         self.run_id = run_id
         self.streaming = streaming
         self.awaiting_user = awaiting_user
+        self.interrupts = interrupts
         self.finished = False
         """Whether the turn has ended (`RUN_FINISHED` or `RUN_ERROR` was made)."""
+        self.waiting: str | None = None
+        """Set by an event the turn ends at (`approval` or `client_tool`), for `finish_waiting`."""
         self._text: str | None = None
         self._reasoning: str | None = None
         self._steps: set[int] = set()
@@ -133,7 +139,24 @@ class TurnMapper:
                                                 code=str(event.field("reason") or "Failed"))]
             return [*closing, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                                result=event.field("output"))]
+        if kind == "client_tool" or (kind == "approval" and self.interrupts):
+            self.waiting = kind
         return [CustomEvent(name=CUSTOM_PREFIX + kind, value=event.to_json())]
+
+    def finish_waiting(self, calls: list[PendingCall]) -> list[BaseEvent]:
+        """The end of a turn that waits for `calls` (the run's pending calls now): the interrupt
+        outcome for the approvals (when the client takes interrupts), else the success outcome
+        naming the front-end tool calls; nothing if none waits (decided meanwhile)."""
+        self.waiting = None
+        asked = [c for c in calls if c.kind == "approval"] if self.interrupts else []
+        client = [c.call_id for c in calls if c.kind == "client"]
+        if not asked and not client:
+            return []
+        self.finished = True
+        outcome = (RunFinishedInterruptOutcome(interrupts=[interrupt(c) for c in asked]) if asked
+                   else RunFinishedSuccessOutcome(pending_tool_call_ids=client))
+        return [*self._close_all(), RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
+                                                     outcome=outcome)]
 
     def _delta(self, event: RunEvent, step: int, kind: str) -> list[BaseEvent]:
         attempt = int(event.field("attempt") or 1)
@@ -226,40 +249,3 @@ def sse(events: Sequence[BaseEvent], offset: int | None = None) -> str:
         blocks = blocks or [":\n\n"]
         blocks[-1] = f"id: {offset}\n{blocks[-1]}"
     return "".join(blocks)
-
-
-def _content_text(content: str | Sequence[object]) -> str:
-    """The text of a message's content: a string, or parts that must all be text."""
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    for part in content:
-        if not isinstance(part, AgTextPart):
-            raise InputError("only text messages are supported (got a "
-                             f"{getattr(part, 'type', 'non-text')} part)")
-        texts.append(part.text)
-    return "\n".join(texts)
-
-
-def user_text(messages: Sequence[Message]) -> str:
-    """The text of the conversation's last message, which must be the user's."""
-    if not messages or not isinstance(messages[-1], UserMessage):
-        raise InputError("the last message must be the user's (role 'user')")
-    text = _content_text(messages[-1].content)
-    if not text.strip():
-        raise InputError("the user's message is empty")
-    return text
-
-
-def history(messages: Sequence[Message]) -> list[TowlineMessage]:
-    """The earlier messages of a conversation (all but the last) as a run's message history:
-    user and assistant text (tool calls and other roles are left out)."""
-    out: list[TowlineMessage] = []
-    for m in messages[:-1]:
-        if isinstance(m, UserMessage):
-            text = _content_text(m.content)
-            if text.strip():
-                out.append(ModelRequest(parts=[UserPart(content=text)]))
-        elif isinstance(m, AssistantMessage) and m.content:
-            out.append(ModelResponse(parts=[TextPart(content=m.content)]))
-    return out

@@ -5,12 +5,16 @@ approvals, and the web page.
     GET  /info                                {"agents": [...], "namespace", "temporalUi"}
     POST /agents/{name}                       AG-UI RunAgentInput -> AG-UI events (SSE)
     GET  /runs/{id}/events?from=N[&run_id=R]  the turn's events from offset N (SSE)
-    POST /runs/{id}/approvals/{call_id}       {"approved": bool, "reason": ...} -> the decision
+    POST /runs/{id}/approvals/{call_id}       {"decision": "approve"|"reject"|"edit"|"respond", ...}
+    GET  /favicon.ico                         204, without the token (the page has its own icon)
 
 A thread is a session (`RunInput.session`) whose workflow id is the AG-UI `threadId`: its
 first message starts the run, later ones are its `send` update, so the conversation is one
 durable run. A thread whose run has ended starts a new run with the thread's earlier
-messages (user and assistant text) as its history. Every SSE event made from a run event
+messages (user and assistant text) as its history. The input's `tools` are the run's client
+tools (front-end tools); a call waiting for approval ends the AG-UI run with the interrupt
+outcome, which the next input's `resume` answers (`towline.serve.waits`). Every SSE event
+made from a run event
 carries the event's offset as its `id`, and `GET /runs/{id}/events?from=N` resumes the turn
 from offset N (the Workflow Streams offset) after a dropped connection.
 
@@ -25,10 +29,10 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any, Final, TypeVar
+from typing import Any, Final, cast
 
 from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent, RunStartedEvent
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -38,28 +42,40 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
 from towline.cli.common import workflow_url
 from towline.cli.runstate import agent_name
 from towline.client import events, start_run
-from towline.serve.agui import InputError, TurnMapper, history, sse, user_text
+from towline.results import ClientToolSpec
+from towline.serve.agui import TurnMapper, sse
+from towline.serve.decide import (
+    TIMEOUTS,
+    UPDATE_WAIT,
+    DecisionBody,
+    error,
+    failure_reason,
+    pending_calls,
+    send_decision,
+    send_results,
+    send_resume,
+    short,
+)
 from towline.serve.http_guard import GuardedApp, HostCheck, Receive, Scope, Send
+from towline.serve.streaming import beating, thread_workflow_id
+from towline.serve.waits import NewMessage, Resume, TurnInput, turn_input
 
 __all__ = ["ServeConfig", "ServeApp", "create_app", "page_html", "HEARTBEAT", "UPDATE_WAIT"]
 
 HEARTBEAT: Final = 15.0
 """Seconds of silence after which an open stream gets an SSE comment (proxies keep it open)."""
-UPDATE_WAIT: Final = 30.0
-"""Seconds to wait for a worker to accept a message or apply a decision."""
-_MAX_ID = 1000
-_T = TypeVar("_T")
+_OPEN = ("/", "/favicon.ico")
+"""Paths a browser fetches without headers (no token): the page and its icon; no data."""
 
 
 @dataclass(frozen=True)
@@ -87,79 +103,14 @@ class ServeConfig:
             raise ValueError(f"ServeConfig: two agents are both named {names!r}")
 
 
-class _Decision(BaseModel):
-    """The body of `POST /runs/{id}/approvals/{call_id}`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    approved: bool
-    """Approve (true) or reject (false) the call."""
-    reason: str | None = None
-    """Recorded with the decision; told to the model on a rejection."""
-
-
 def page_html() -> str:
     """The web page (a package data file: plain HTML and JavaScript, no build step)."""
     return (files("towline.serve") / "page.html").read_text(encoding="utf-8")
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
 def _stream(body: AsyncIterator[str]) -> StreamingResponse:
     return StreamingResponse(body, media_type="text/event-stream",
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-
-
-def _workflow_id(text: str) -> str:
-    if (not text.strip() or len(text) > _MAX_ID or any(ord(c) < 32 for c in text)
-            or not _encodable(text)):
-        raise InputError(f"threadId must be 1 to {_MAX_ID} printable characters")
-    return text
-
-
-def _encodable(text: str) -> bool:
-    """Whether `text` is valid Unicode (JSON can carry a lone surrogate; UTF-8 cannot)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _reason(e: BaseException) -> str:
-    cause = e.cause if isinstance(e, WorkflowUpdateFailedError) else e
-    return cause.message if isinstance(cause, FailureError) else str(cause or e)
-
-
-async def _beating(items: AsyncIterator[_T], every: float,
-                   stop: asyncio.Event) -> AsyncIterator[_T | None]:
-    """`items`, with None whenever `every` seconds pass without one, until `stop` is set."""
-    pending: asyncio.Future[_T] | None = None
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(items))
-            done, _ = await asyncio.wait({pending, stopping}, timeout=every,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if stopping in done:
-                return
-            if not done:
-                yield None
-                continue
-            future, pending = pending, None
-            try:
-                item = future.result()
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        stopping.cancel()
-        if pending is not None:
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
 
 
 class _Server:
@@ -186,75 +137,94 @@ class _Server:
         return JSONResponse({"agents": list(self.agents), "namespace": self.client.namespace,
                              "temporalUi": self.config.ui})
 
+    async def favicon(self, request: Request) -> Response:
+        return Response(status_code=204, headers={"cache-control": "max-age=86400"})
+
     async def run_agent(self, request: Request) -> Response:
         """`POST /agents/{name}`: one turn of the thread, as AG-UI events."""
         agent = self.agents.get(request.path_params["name"])
         if agent is None:
-            return _error(404, f"no agent {request.path_params['name']!r} here; agents: "
-                          f"{', '.join(self.agents)}")
+            return error(404, f"no agent {request.path_params['name']!r} here; agents: "
+                         f"{', '.join(self.agents)}")
         try:
             inp = RunAgentInput.model_validate(json.loads(await request.body()))
-            workflow_id = _workflow_id(inp.thread_id)
-            text = user_text(inp.messages)
-            earlier = history(inp.messages)
+            workflow_id = thread_workflow_id(inp.thread_id)
+            turn = turn_input(inp)
         except (ValueError, ValidationError) as e:  # InputError, JSON and validation errors
-            return _error(422, f"not a RunAgentInput towline can run: {_short(e)}")
-        return _stream(self._turn(agent, inp, workflow_id, text, earlier))
+            return error(422, f"not a RunAgentInput towline can run: {short(e)}")
+        return _stream(self._turn(agent, inp, workflow_id, turn))
 
-    async def _turn(self, agent: Agent, inp: RunAgentInput, workflow_id: str, text: str,
-                    earlier: list[Any]) -> AsyncIterator[str]:
+    async def _turn(self, agent: Agent, inp: RunAgentInput, workflow_id: str,
+                    turn: TurnInput) -> AsyncIterator[str]:
         started = False
         try:
-            handle, offset, sent = await self._begin(agent, workflow_id, text, earlier)
+            handle, offset, sent = await self._begin(agent, inp, workflow_id, turn)
             # its id says where the turn's events start: a reader resumes from `offset`
             yield sse([self._started(inp, workflow_id, offset)], offset - 1)
             started = True
             mapper = TurnMapper(workflow_id, inp.thread_id, inp.run_id,
-                                streaming=bool(agent.settings.stream), awaiting_user=sent)
+                                streaming=bool(agent.settings.stream), awaiting_user=sent,
+                                interrupts=_takes_interrupts(inp))
+            if not isinstance(turn, NewMessage):  # what still waits after the answers
+                mapper.waiting = "resumed"
             async for chunk in self._follow(handle, offset, mapper):
                 yield chunk
         except Exception as e:  # noqa: BLE001 - the stream has begun: the failure is its last event
             first = [] if started else [self._started(inp, workflow_id, None)]
-            yield sse([*first, RunErrorEvent(message=_reason(e), code=type(e).__name__)])
+            yield sse([*first, RunErrorEvent(message=failure_reason(e), code=type(e).__name__)])
 
     def _started(self, inp: RunAgentInput, workflow_id: str, offset: int | None) -> BaseEvent:
         towline = {"workflowId": workflow_id, "from": offset, "runUrl": self.run_url(workflow_id)}
         return RunStartedEvent(thread_id=inp.thread_id, run_id=inp.run_id,
                                metadata={"towline": towline})
 
-    async def _begin(self, agent: Agent, workflow_id: str, text: str,
-                     earlier: list[Any]) -> tuple[WorkflowHandle[Any, Any], int, bool]:
-        """Start the thread's run, or send the message to it; the handle, the offset its
-        events of this turn start from, and whether the message was sent."""
+    async def _begin(self, agent: Agent, inp: RunAgentInput, workflow_id: str,
+                     turn: TurnInput) -> tuple[WorkflowHandle[Any, Any], int, bool]:
+        """Start the thread's run, or send the message (or the answers) to it; the handle, the
+        offset its events of this turn start from, and whether a message was sent."""
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
         running = await self._running_agent(handle)
-        if running is None:
+        if running is None and isinstance(turn, NewMessage):
+            tools = [ClientToolSpec(name=t.name, description=t.description,
+                                    parameters=t.parameters or {"type": "object"})
+                     for t in inp.tools or ()]
             try:
-                started = await start_run(self.client, agent, text, id=workflow_id, session=True,
-                                          task_queue=self.config.task_queue,
-                                          message_history=earlier or None)
+                started = await start_run(self.client, agent, turn.text, id=workflow_id,
+                                          session=True, task_queue=self.config.task_queue,
+                                          message_history=turn.earlier or None,
+                                          client_tools=tools or None)
                 return started, 0, False
             except WorkflowAlreadyStartedError:
                 running = await self._running_agent(handle)  # another request started it
+        if running is None:
+            raise TurnRefused(f"thread {workflow_id!r} has no live run to take these answers")
         if running and running != agent.name:
             raise TurnRefused(f"thread {workflow_id!r} is a run of agent {running!r}, "
                               f"not {agent.name!r}")
-        from towline.workflows import SendInput
-
         try:
             offset = await asyncio.wait_for(
                 WorkflowStreamClient.create(self.client, workflow_id).get_offset(), UPDATE_WAIT)
-            update = await asyncio.wait_for(handle.start_update(  # pyright: ignore[reportUnknownMemberType]
-                "send", SendInput(content=text), wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-                UPDATE_WAIT)
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            if isinstance(turn, NewMessage):
+                await self._send(handle, turn.text)
+            elif isinstance(turn, Resume):
+                await send_resume(handle, turn.decisions)
+            else:
+                await send_results(handle, turn.results)
+        except TIMEOUTS:
             raise TurnRefused(f"no worker answered within {UPDATE_WAIT:g}s (is a worker for "
                               f"agent {agent.name!r} running?)") from None
+        return handle, offset, isinstance(turn, NewMessage)
+
+    async def _send(self, handle: WorkflowHandle[Any, Any], text: str) -> None:
+        from towline.workflows import SendInput
+
+        update = await asyncio.wait_for(handle.start_update(  # pyright: ignore[reportUnknownMemberType]
+            "send", SendInput(content=text), wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+            UPDATE_WAIT)
         try:  # a refusal (the validator) comes back with its outcome already known
             await asyncio.wait_for(update.result(), 0.2)
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        except TIMEOUTS:
             pass  # accepted: the run answers it in turn
-        return handle, offset, True
 
     async def _running_agent(self, handle: WorkflowHandle[Any, Any]) -> str | None:
         """The agent of the thread's run while it runs ("" if unknown); None: no live run."""
@@ -271,82 +241,90 @@ class _Server:
     async def _follow(self, handle: WorkflowHandle[Any, Any], offset: int,
                       mapper: TurnMapper) -> AsyncIterator[str]:
         """The turn's events from `offset` as SSE, until it ends or the server stops
-        (keep-alive comments between)."""
-        async for event in _beating(events(handle, from_offset=offset), HEARTBEAT, self.closing):
+        (keep-alive comments between); a turn that waits ends with what it waits for."""
+        if mapper.waiting is not None:  # answers were sent: end at once if more still wait
+            ending = mapper.finish_waiting(await pending_calls(handle))
+            if ending:
+                yield sse(ending)
+                return
+        async for event in beating(events(handle, from_offset=offset), HEARTBEAT, self.closing):
             if event is None:
                 yield ": keep-alive\n\n"
                 continue
             yield sse(mapper.map(event), event.offset)
+            if mapper.waiting is not None:
+                ending = mapper.finish_waiting(await pending_calls(handle))
+                if ending:
+                    yield sse(ending)
             if mapper.finished:
                 return
 
     async def resume(self, request: Request) -> Response:
-        """`GET /runs/{id}/events?from=N`: the rest of the turn from offset N."""
+        """`GET /runs/{id}/events?from=N`: the rest of the turn from offset N (approvals do
+        not end it: they are decided with the REST endpoint)."""
         workflow_id = request.path_params["id"]
         raw = request.query_params.get("from", "0")
         if not (raw.isascii() and raw.isdigit()):  # `isdigit()` alone takes "²"
-            return _error(422, f"from must be an offset (0, 1, ...), not {raw!r}")
+            return error(422, f"from must be an offset (0, 1, ...), not {raw!r}")
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
         try:
             desc = await handle.describe()
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
-                return _error(404, f"no run {workflow_id!r}")
+                return error(404, f"no run {workflow_id!r}")
             raise
         agent = await agent_name(self.client, desc)
         if agent not in self.agents:  # another agent's run: not this server's to show
-            return _error(404, f"no run {workflow_id!r}")
+            return error(404, f"no run {workflow_id!r}")
         mapper = TurnMapper(workflow_id, workflow_id,
                             request.query_params.get("run_id") or workflow_id,
-                            streaming=self.streams(agent))
+                            streaming=self.streams(agent), interrupts=False)
 
         async def body() -> AsyncIterator[str]:
             try:
                 async for chunk in self._follow(handle, int(raw), mapper):
                     yield chunk
             except Exception as e:  # noqa: BLE001 - the stream has begun: the failure ends it
-                yield sse([RunErrorEvent(message=_reason(e), code=type(e).__name__)])
+                yield sse([RunErrorEvent(message=failure_reason(e), code=type(e).__name__)])
 
         return _stream(body())
 
     async def decide(self, request: Request) -> Response:
-        """`POST /runs/{id}/approvals/{call_id}`: approve or reject a waiting tool call."""
-        from towline.workflows import ApprovalDecision
-
+        """`POST /runs/{id}/approvals/{call_id}`: decide a waiting tool call (approve, reject,
+        edit, respond), through the run's update of that name."""
         workflow_id, call_id = request.path_params["id"], request.path_params["call_id"]
         try:
-            body = _Decision.model_validate_json(await request.body())
+            body = DecisionBody.model_validate_json(await request.body())
         except ValidationError as e:
-            return _error(422, f'expected {{"approved": true|false, "reason": "..."}}: {_short(e)}')
-        name = "approve" if body.approved else "reject"
+            return error(422, 'expected {"decision": "approve"|"reject"|"edit"|"respond", '
+                         f'"digest": ..., "reason": ..., "args": {{...}}, "result": ...}}: {short(e)}')
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
         try:
             if await self._running_agent(handle) not in self.agents:  # gone, or not ours
-                return _error(404, f"no live run {workflow_id!r}")
-            await asyncio.wait_for(handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-                name, ApprovalDecision(call_id=call_id, reason=body.reason)), UPDATE_WAIT)
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            return _error(504, f"no worker applied the decision within {UPDATE_WAIT:g}s")
+                return error(404, f"no live run {workflow_id!r}")
+            done = await send_decision(handle, call_id, body)
+        except TIMEOUTS:
+            return error(504, f"no worker applied the decision within {UPDATE_WAIT:g}s")
         except WorkflowUpdateFailedError as e:
-            return _error(409, f"{name} refused: {_reason(e)}")
+            return error(409, f"{body.kind} refused: {failure_reason(e)}")
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
-                return _error(404, f"no live run {workflow_id!r}")
+                return error(404, f"no live run {workflow_id!r}")
             raise
-        return JSONResponse({"workflowId": workflow_id, "callId": call_id,
-                             "decision": "approved" if body.approved else "rejected"})
+        return JSONResponse({"workflowId": workflow_id, "callId": call_id, "decision": done})
 
 
 class TurnRefused(Exception):
-    """A message the thread's run cannot take (another agent's run, no worker)."""
+    """A message the thread's run cannot take (another agent's run, no worker, no run)."""
 
 
-def _short(e: BaseException) -> str:
-    if isinstance(e, ValidationError):
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return f"{where}: {first['msg']}" if where else str(first["msg"])
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+def _takes_interrupts(inp: RunAgentInput) -> bool:
+    """Whether an approval ends the AG-UI run with the interrupt outcome: yes, unless the
+    client's `forwardedProps` say `{"towline": {"interrupts": false}}` (towline's page, which
+    decides with the REST endpoint while the stream goes on)."""
+    props: Any = inp.forwarded_props
+    towline: Any = cast(dict[str, Any], props).get("towline") if isinstance(props, dict) else None
+    return not (isinstance(towline, dict) and cast(dict[str, Any], towline).get("interrupts") is False)
 
 
 class ServeApp:
@@ -360,6 +338,7 @@ class ServeApp:
         app = Starlette(routes=[
             Route("/", server.page, methods=["GET"]),
             Route("/info", server.info, methods=["GET"]),
+            Route("/favicon.ico", server.favicon, methods=["GET"]),
             Route("/agents/{name}", server.run_agent, methods=["POST"]),
             Route("/runs/{id}/events", server.resume, methods=["GET"]),
             Route("/runs/{id}/approvals/{call_id}", server.decide, methods=["POST"]),
@@ -369,10 +348,11 @@ class ServeApp:
         self._api = GuardedApp(app, hosts, config.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        is_page = scope["type"] == "http" and scope.get("path") == "/" and scope.get("method") == "GET"
+        is_page = (scope["type"] == "http" and scope.get("path") in _OPEN
+                   and scope.get("method") == "GET")
         if scope["type"] == "http" and scope.get("method") == "POST" and not _json_body(scope):
             # a form or `text/plain` post needs no CORS preflight: another page could send one
-            refused = _error(415, "a POST needs Content-Type: application/json")
+            refused = error(415, "a POST needs Content-Type: application/json")
             await refused(scope, receive, send)
             return
         await (self._page if is_page else self._api)(scope, receive, send)
