@@ -81,13 +81,9 @@ class _Stderr(logging.StreamHandler[TextIO]):
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property
-    def stream(self) -> TextIO:  # pyright: ignore[reportIncompatibleVariableOverride]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 class _LazyFile(logging.FileHandler):
