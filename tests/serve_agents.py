@@ -4,6 +4,8 @@ Its offline model reads the conversation's last user message:
 - `count`: counts to eight, a word every `PACE` seconds (a stream a page can reload in);
 - `launch TARGET`: says it launches, calls `launch(target=TARGET)` (which waits for an
   approval), then reports what the call returned (or that it was denied);
+- `ask QUESTION`: calls `ask_in_browser(question=QUESTION)`, the page's front-end tool (a
+  client tool of the run, from the AG-UI input's `tools`), then says what the person answered;
 - anything else: answers `You said: MESSAGE`.
 """
 
@@ -46,6 +48,10 @@ async def _answer(messages: list[Message], info: ModelInfo) -> AsyncIterator[str
         for i, word in enumerate(COUNT):
             await asyncio.sleep(PACE)
             yield word if i == 0 else f" {word}"
+    elif prompt.startswith("ask ") and not returns:
+        yield ToolCallPart(tool_name="ask_in_browser", args={"question": prompt.removeprefix("ask ")})
+    elif prompt.startswith("ask "):
+        yield f"You answered: {returns[-1].content}"
     elif prompt.startswith("launch ") and not returns:
         yield f"Launching {prompt.removeprefix('launch ')}."
         yield ToolCallPart(tool_name="launch", args={"target": prompt.removeprefix("launch ")})

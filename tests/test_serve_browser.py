@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -30,6 +31,8 @@ from towline.testing import towline_worker
 pytestmark = pytest.mark.timeout(120)
 
 UI = "http://localhost:8233"
+IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+"""Where the docs' screenshots of the page go (the second test takes them)."""
 
 
 @pytest.fixture
@@ -127,3 +130,102 @@ async def test_the_page_streams_resumes_after_a_reload_and_decides_approvals(
     # every message went to one durable run: the thread's session, waiting for the next
     state: dict[str, Any] = await tclient.get_workflow_handle(thread).query("state")
     assert state["status"] == "waiting" and state["counters"]["run_step"] == 5
+
+
+async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
+    chromium: str, served: tuple[str, Client]
+) -> None:
+    """Edit (the call runs with the reviewer's arguments), respond (its return, and the tool does
+    not run), and the page's own front-end tool; the screenshots of docs/human-in-the-loop.md
+    and docs/client-tools.md are taken on the way."""
+    base, tclient = served
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium)
+        try:
+            page = await browser.new_page(viewport={"width": 1000, "height": 560},
+                                          device_scale_factor=1)
+            answered: list[tuple[str, int]] = []
+            page.on("response", lambda r: answered.append((urlsplit(r.url).path, r.status)))
+            await page.goto(base + "/")
+            await expect(page.locator("#agent")).to_have_value("serve-web")
+            answer = page.locator(".msg.assistant")
+            cards = page.locator(".tool")
+
+            # edit: the arguments change, the call runs with them, both are shown
+            await page.fill("#message", "launch rocket")
+            await page.click("#send")
+            card = cards.nth(0)
+            await expect(card.locator(".status")).to_have_text("waiting for approval", timeout=30_000)
+            await expect(card.locator(".decide button")).to_have_text(
+                ["Approve", "Reject", "Edit", "Respond"])
+            await card.locator("button.edit").click()
+            area = card.locator("textarea.edit-args")
+            await expect(area).to_have_value('{"target":"rocket"}')
+            await area.fill('{"target": "satellite"}')
+            await card.locator("input.reason").fill("the rocket is booked")
+            await _shoot(page, "serve-edit.png")
+            await card.locator("button.confirm").click()
+            await expect(card.locator(".status")).to_have_text("succeeded", timeout=30_000)
+            await expect(card.locator(".call")).to_have_text('launch({"target":"satellite"})')
+            await expect(card.locator(".edited")).to_have_text('edited from {"target":"rocket"}')
+            await expect(card.locator(".result")).to_have_text("satellite is in orbit")
+            await expect(answer.last).to_have_text("Launched: satellite is in orbit", timeout=30_000)
+
+            # an edit the tool's schema refuses is refused by the run: the call still waits;
+            # then respond: the reviewer's answer is its return, and the tool does not run
+            await page.fill("#message", "launch probe")
+            await page.click("#send")
+            card = cards.nth(1)
+            await expect(card.locator(".status")).to_have_text("waiting for approval", timeout=30_000)
+            await card.locator("button.edit").click()
+            await card.locator("textarea.edit-args").fill('{"target": 5}')
+            await card.locator("button.confirm").click()
+            await expect(card.locator(".note")).to_contain_text("edit refused: the edited arguments")
+            await expect(card.locator(".status")).to_have_text("waiting for approval")
+            await card.locator("button.respond").click()
+            await card.locator("textarea.respond-result").fill("probe is already up")
+            await _shoot(page, "serve-respond.png")
+            await card.locator("button.confirm").click()
+            await expect(card.locator(".result")).to_have_text("probe is already up", timeout=30_000)
+            await expect(answer.last).to_have_text("Launched: probe is already up", timeout=30_000)
+
+            # the page's front-end tool: the run's call ends the AG-UI run, the page asks the
+            # person, and their answer goes back as a tool message
+            await page.fill("#message", "ask Which colour should the rocket be?")
+            await page.click("#send")
+            card = cards.nth(2)
+            asked = card.locator(".asked")
+            await expect(asked.locator(".question")).to_have_text(
+                "Which colour should the rocket be?", timeout=30_000)
+            await expect(card.locator(".status")).to_have_text("waiting for your answer")
+            await expect(page.locator("#status")).to_have_text("The agent asks you something.")
+            await asked.locator("input.answer").fill("teal")
+            await _shoot(page, "serve-front-end-tool.png")
+            await asked.locator("button.answer").click()
+            await expect(answer.last).to_have_text("You answered: teal", timeout=30_000)
+            await expect(card.locator(".result")).to_have_text("teal")
+            await expect(card.locator(".status")).to_have_text("succeeded")
+            await expect(page.locator("body")).to_have_attribute("data-state", "idle")
+            thread: str = await page.evaluate(
+                "JSON.parse(sessionStorage.getItem('towline-serve')).thread")
+        finally:
+            await browser.close()
+
+    # nothing refused but the bad edit (the favicon neither: the page carries its own)
+    assert [s for _, s in answered if s >= 400] == [409], answered
+    # what the run recorded: the edit (both argument sets), the answer, the client's result
+    state: dict[str, Any] = await tclient.get_workflow_handle(thread).query("state")
+    trail = {e["decision"]: e for e in state["decisions"] if e.get("source") in ("person", "client")}
+    assert trail["edited"]["args"] == {"target": "satellite"}
+    assert trail["edited"]["original_args"] == {"target": "rocket"}
+    assert trail["edited"]["reason"] == "the rocket is booked"
+    assert trail["responded"]["result"] == "probe is already up"
+    assert trail["result"]["result"] == "teal" and trail["result"]["tool"] == "ask_in_browser"
+    assert state["status"] == "waiting" and state["pending_approvals"] == {}
+
+
+async def _shoot(page: Any, name: str) -> None:
+    """A screenshot for the docs (docs/images/NAME), once what it shows has settled."""
+    await page.fill("#message", "")
+    await page.wait_for_timeout(200)
+    await page.screenshot(path=str(IMAGES / name))
