@@ -207,7 +207,7 @@ class _Server:
             if isinstance(turn, NewMessage):
                 await self._send(handle, turn.text)
             elif isinstance(turn, Resume):
-                await send_resume(handle, turn.decisions)
+                await send_resume(handle, turn.decisions, turn.by)
             else:
                 await send_results(handle, turn.results)
         except TIMEOUTS:

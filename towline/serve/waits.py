@@ -58,6 +58,8 @@ class Resume:
 
     decisions: list[dict[str, Any]]
     """One `Decision` (as JSON) per resume entry."""
+    by: str | None = None
+    """Who decided (the payloads' `by`: one for the whole resume)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def interrupt(call: PendingCall) -> Interrupt:
 
 def _resume(entries: Sequence[ResumeEntry]) -> Resume:
     decisions: list[dict[str, Any]] = []
+    by: set[str] = set()
     for entry in entries:
         call_id, digest = parse_interrupt_id(entry.interrupt_id)
         if entry.status == "cancelled":
@@ -127,11 +130,15 @@ def _resume(entries: Sequence[ResumeEntry]) -> Resume:
             where = ".".join(str(p) for p in first["loc"]) or "payload"
             raise InputError(f"resume {entry.interrupt_id!r}: {where}: {first['msg']} (expected "
                              '{"decision": "approve"|"reject"|"edit"|"respond", ...})') from None
+        if payload.by is not None:
+            by.add(payload.by)
         decisions.append({k: v for k, v in {
             "kind": payload.decision, "call_id": call_id, "digest": digest,
             "reason": payload.reason, "args": payload.args, "result": payload.result,
         }.items() if v is not None})
-    return Resume(decisions)
+    if len(by) > 1:
+        raise InputError(f"one resume is decided by one person: its payloads name {sorted(by)}")
+    return Resume(decisions, next(iter(by), None))
 
 
 def _tool_result(message: ToolMessage) -> Any:
