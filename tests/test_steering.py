@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 
 from towline import Agent, ModelRequest, ModelResponse, ToolCallPart, UserPart, tool
 from towline.capabilities import ToolApproval
@@ -74,8 +74,9 @@ async def test_queue_a_message_sent_mid_turn_waits_its_turn(client: Client) -> N
         handle = await _start(tc, queue, gated, "first", "queue")
         while not await pending(handle):
             await asyncio.sleep(0.05)
-        sent = await handle.start_update("send", SendInput(content="second"),  # pyright: ignore[reportUnknownMemberType]
-                                         wait_for_stage=2)  # accepted, while the turn waits
+        # accepted, while the turn waits
+        sent = await handle.start_update("send", SendInput(content="second"),
+                                         wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=str)
         await approve(handle)
         assert await sent.result() == "saw: first | second"
         await _state(handle, "waiting_for", "message")

@@ -105,7 +105,8 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Entry point of the `towline` script.
 
-    Leaves with `os._exit` after flushing: the Temporal SDK's Rust runtime can abort
+    The SDK's core logs through Python's `logging` (`towline.telemetry.core_logs`). Leaves
+    with `os._exit` after flushing: the Temporal SDK's Rust runtime can abort
     the interpreter during normal finalisation (temporalio/sdk-python#300), which would
     turn a successful command into a crash exit code.
     """
@@ -113,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         from towline.runtime.hashseed import pin_hash_seed
 
         pin_hash_seed(sys.argv[1:])
+    from temporalio.runtime import Runtime
+
+    from towline.telemetry.core_logs import forwarding_runtime
+
+    # the core's warnings become log records on stderr, never lines in a command's output
+    Runtime.set_default(forwarding_runtime(), error_if_already_set=False)
     code = run_cli(argv)
     sys.stdout.flush()
     sys.stderr.flush()

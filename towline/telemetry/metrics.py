@@ -28,6 +28,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from towline.activities.telemetry import METRICS as _ACTIVITY_METRICS
 from towline.errors import ConfigurationError
+from towline.telemetry.core_logs import core_logging
 from towline.telemetry.tracing import METRICS as _WORKFLOW_METRICS
 
 if TYPE_CHECKING:
@@ -130,4 +131,5 @@ def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     """
     if not 0 < port < 65536:
         raise ConfigurationError(f"metrics port {port} is not a port number")
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}")))
+    return Runtime(telemetry=TelemetryConfig(
+        logging=core_logging(), metrics=PrometheusConfig(bind_address=f"{host}:{port}")))
