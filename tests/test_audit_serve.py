@@ -90,3 +90,26 @@ async def test_a_lone_surrogate_thread_and_a_superscript_offset_are_refused(
     assert "threadId" in turn.text
     offset = await http.get(f"/runs/{run_id}/events", params={"from": "²"}, headers=SAME)
     assert offset.status_code == 422, offset.text
+
+
+async def test_a_decision_that_is_none_is_refused_before_the_run_is_asked(
+    setup: tuple[httpx.AsyncClient, str],
+) -> None:
+    http, run_id = setup
+    for body, said in [({"decision": "edit"}, 'an edit needs "args"'),
+                       ({"decision": "respond"}, 'a respond needs "result"'),
+                       ({"decision": "approve", "approved": True}, 'give "decision"'),
+                       ({}, 'give "decision"'), ({"decision": "maybe"}, "decision"),
+                       ({"decision": "approve", "extra": 1}, "extra")]:
+        refused = await http.post(f"/runs/{run_id}/approvals/c1", headers=SAME, json=body)
+        assert refused.status_code == 422 and said in refused.json()["error"], (body, refused.text)
+    # a respond with a null return is a return: it goes on to the run (not this server's: 404)
+    nulled = await http.post(f"/runs/{run_id}/approvals/c1", headers=SAME,
+                             json={"decision": "respond", "result": None})
+    assert nulled.status_code == 404, nulled.text
+    # an AG-UI resume for a thread with no live run is told so in the stream
+    body = {"threadId": f"gone-{uuid.uuid4().hex[:6]}", "runId": "r", "messages": [],
+            "resume": [{"interruptId": "c1@d", "status": "resolved", "payload": {"decision": "approve"}}]}
+    async with http.stream("POST", "/agents/audit-served", headers=SAME, json=body) as response:
+        text = (await response.aread()).decode()
+    assert '"type":"RUN_ERROR"' in text and "has no live run to take these answers" in text

@@ -2,10 +2,12 @@
 
 Serves `towline.serve.app` with uvicorn: `POST /agents/{name}` takes an AG-UI
 `RunAgentInput` and answers with AG-UI events over server-sent events (a thread is a
-durable session run), `GET /runs/{id}/events?from=N` resumes a dropped stream,
-`POST /runs/{id}/approvals/{call_id}` decides a tool call waiting for approval, and `/`
-is a page to chat with the agents. An in-process worker runs the agents unless
-`--no-worker`.
+durable session run; its `tools` are the run's client tools, and a call waiting for
+approval ends the AG-UI run with the interrupt outcome, answered by the next input's
+`resume`), `GET /runs/{id}/events?from=N` resumes a dropped stream,
+`POST /runs/{id}/approvals/{call_id}` decides a tool call waiting for approval (approve,
+reject, edit, respond), and `/` is a page to chat with the agents. An in-process worker runs
+the agents unless `--no-worker`.
 
 Like `towline mcp-serve --http` it answers only requests addressed to it by name
 (localhost, `--host`, `--allow-host`: `towline.serve.http_guard`), and with `--auth` (or
@@ -80,8 +82,10 @@ def register(sub: Subcommands) -> None:
         help="serve agents over AG-UI (server-sent events) with a web page to chat",
         description="An AG-UI endpoint per agent (POST /agents/NAME: a RunAgentInput in, AG-UI "
         "events out over SSE; the threadId is a durable session run), resumable streams (GET "
-        "/runs/ID/events?from=N), approvals (POST /runs/ID/approvals/CALL_ID) and a web page at "
-        "/ to chat, watch tool calls, approve them and open the run in the Temporal UI. "
+        "/runs/ID/events?from=N), decisions (POST /runs/ID/approvals/CALL_ID: approve, reject, "
+        "edit, respond; an AG-UI client gets the interrupt outcome and resumes), front-end "
+        "tools (the input's tools) and a web page at / to chat, watch tool calls, decide them "
+        "and open the run in the Temporal UI. "
         "Needs towline[serve].")
     add_agents(p)
     add_listener(p, default_port=DEFAULT_PORT, auth_env=AUTH_ENV,

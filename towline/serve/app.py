@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Final, cast
@@ -165,9 +165,12 @@ class _Server:
             mapper = TurnMapper(workflow_id, inp.thread_id, inp.run_id,
                                 streaming=bool(agent.settings.stream), awaiting_user=sent,
                                 interrupts=_takes_interrupts(inp))
+            answered: set[str] = set()
             if not isinstance(turn, NewMessage):  # what still waits after the answers
                 mapper.waiting = "resumed"
-            async for chunk in self._follow(handle, offset, mapper):
+                answered = ({str(d["call_id"]) for d in turn.decisions} if isinstance(turn, Resume)
+                            else {call_id for call_id, _ in turn.results})
+            async for chunk in self._follow(handle, offset, mapper, answered):
                 yield chunk
         except Exception as e:  # noqa: BLE001 - the stream has begun: the failure is its last event
             first = [] if started else [self._started(inp, workflow_id, None)]
@@ -238,12 +241,13 @@ class _Server:
             return None
         return await agent_name(self.client, desc) or ""
 
-    async def _follow(self, handle: WorkflowHandle[Any, Any], offset: int,
-                      mapper: TurnMapper) -> AsyncIterator[str]:
+    async def _follow(self, handle: WorkflowHandle[Any, Any], offset: int, mapper: TurnMapper,
+                      answered: Collection[str] = ()) -> AsyncIterator[str]:
         """The turn's events from `offset` as SSE, until it ends or the server stops
         (keep-alive comments between); a turn that waits ends with what it waits for."""
-        if mapper.waiting is not None:  # answers were sent: end at once if more still wait
-            ending = mapper.finish_waiting(await pending_calls(handle))
+        if mapper.waiting is not None:  # answers were sent: end at once if others still wait
+            still = [c for c in await pending_calls(handle) if c.call_id not in answered]
+            ending = mapper.finish_waiting(still)
             if ending:
                 yield sse(ending)
                 return
