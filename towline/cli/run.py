@@ -32,6 +32,7 @@ from temporalio.worker import Worker
 
 from towline.agent import Agent
 from towline.cli.args import Subcommands, add_json, command, model_string, positive
+from towline.cli.attempts import AttemptWatch
 from towline.cli.common import (
     GRACEFUL_SHUTDOWN,
     CliError,
@@ -90,9 +91,10 @@ async def _poll(
 
 async def _follow(
     handle: WorkflowHandle[Any, RunResult], progress: Progress, stop: asyncio.Event,
-    session: Session | None = None,
+    session: Session | None = None, attempts: AttemptWatch | None = None,
 ) -> RunResult | None:
-    """Wait for the result while printing progress; None if interrupted (Ctrl-C)."""
+    """Wait for the result while printing progress (and the failed attempts Temporal retries);
+    None if interrupted (Ctrl-C)."""
     result = asyncio.ensure_future(handle.result())
     stopped = asyncio.ensure_future(stop.wait())
     loop = asyncio.get_running_loop()
@@ -107,6 +109,8 @@ async def _follow(
                 result.cancel()
                 return None
             await _poll(handle, progress, session)
+            if attempts is not None:
+                await attempts.poll()
             if not progress.printed and loop.time() > hint_at:
                 hint_at = float("inf")
                 progress.hint("no progress yet: is a worker for this agent polling the task queue?")
@@ -235,7 +239,8 @@ async def run_command(args: Any) -> int:
                                          session.answered_with if session else None,
                                          show_thinking=not args.hide_thinking)
             else:
-                result = await _follow(handle, progress, stop, session)
+                result = await _follow(handle, progress, stop, session, AttemptWatch(
+                    client, handle.id, lambda a: progress.hint(a.line())))
         except WorkflowFailureError as e:
             err = run_error(e)
             if err.partial is not None and not streamed:

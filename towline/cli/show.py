@@ -12,10 +12,12 @@ live it says how far behind them its memo is. This module renders it, as text or
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from towline.cli.args import Subcommands, add_json, add_ui_url, command
+from towline.cli.attempts import FailedAttempt, run_attempts
 from towline.cli.common import connected, ui_base, workflow_url
 from towline.cli.ledger_view import confirmed_in, memo_line
 from towline.cli.render import (
@@ -37,9 +39,10 @@ __all__ = ["show_lines", "show_command", "register", "decision_lines", "audit_li
 
 
 def show_lines(details: RunDetails, now: datetime, url: str | None, *,
-               thinking: bool = True, actions: ActionCount | None = None) -> list[str]:
+               thinking: bool = True, actions: ActionCount | None = None,
+               attempts: Sequence[FailedAttempt] = ()) -> list[str]:
     """The text `towline show` prints (`thinking` off: without the model's thinking;
-    `actions`: the run's billable Actions)."""
+    `actions`: the run's billable Actions; `attempts`: its failed activity attempts)."""
     d = details
     version = d.counters.agent_version if d.counters is not None else None
     out = [
@@ -93,6 +96,9 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
         out.append(f"Waiting for {what}: {format_call(p.tool_name, p.args)}  call id "
                    f"{p.call_id}{since}{index}  ({hint})")
     out.extend(decision_lines(d.approvals))
+    if attempts:
+        out.append("Failed attempts (Temporal retried them):")
+        out.extend(f"  {a.entry()}" for a in attempts)
     out.extend(d.notes)
     if d.has_output:
         output = d.output
@@ -184,11 +190,13 @@ async def show_command(args: Any) -> int:
         confirmed = await confirmed_in(client, chain[-1].events)
         details.counters = confirmed or details.counters
     await with_identities(client, details, chain)
+    attempts = await run_attempts(client, details.workflow_id, chain)
     if args.json:
-        print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url})
+        print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url,
+                    "failed_attempts": [a.to_json() for a in attempts]})
     else:
         print("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking,
-                                   actions=actions)))
+                                   actions=actions, attempts=attempts)))
     return 0
 
 

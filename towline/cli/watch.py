@@ -30,6 +30,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from towline.cli.args import Subcommands, add_json, command, non_negative
+from towline.cli.attempts import ATTEMPT_FAILED, FailedAttempt, watch_attempts
 from towline.cli.common import CliError, connected, one_line, stop_event
 from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back
 from towline.cli.render import content, dim, format_call, short, styled, terminal_text
@@ -43,7 +44,6 @@ __all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "register",
 
 IDLE_HINT_AFTER = 10.0
 """Seconds without an event after which `watch` asks whether a worker is running."""
-
 
 
 def _plural(n: int, noun: str) -> str:
@@ -240,9 +240,10 @@ async def _idle_hint(client: Client, workflow_id: str, seen: list[RunEvent]) -> 
 async def follow(
     client: Client, workflow_id: str, on_event: Callable[[RunEvent], None], *,
     from_offset: int = 0, stop: asyncio.Event | None = None,
-    ended_wait: float = ENDED_WAIT,
+    ended_wait: float = ENDED_WAIT, on_attempt: Callable[[FailedAttempt], None] | None = None,
 ) -> tuple[list[RunEvent], bool]:
-    """Feed the run's events to `on_event` until the run ends (or `stop` is set).
+    """Feed the run's events to `on_event` until the run ends (or `stop` is set), its failed
+    activity attempts (Temporal retries them) to `on_attempt` as they happen.
 
     A run that has ended is read back from its stream by a worker for its agent; when none
     answers within `ended_wait` seconds, from its history (`events_from_history`). Returns
@@ -277,6 +278,7 @@ async def follow(
 
     reading = asyncio.ensure_future(read())
     hint = asyncio.ensure_future(_idle_hint(client, workflow_id, seen))
+    retries = asyncio.ensure_future(watch_attempts(client, workflow_id, on_attempt))
     stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         waiting: set[asyncio.Future[Any]] = {reading, *([stopped] if stopped else [])}
@@ -291,6 +293,7 @@ async def follow(
         return seen, False
     finally:
         hint.cancel()
+        retries.cancel()
         if stopped is not None:
             stopped.cancel()
 
@@ -312,7 +315,8 @@ async def stream_run(
             answered = True
             on_answer(event.field("output"))
 
-    _, interrupted = await follow(client, handle.id, on_event, stop=stop)
+    _, interrupted = await follow(client, handle.id, on_event, stop=stop,
+                                  on_attempt=lambda a: printer.line(a.line()))
     return None if interrupted else await handle.result()
 
 
@@ -337,10 +341,18 @@ async def watch_command(args: Any) -> int:
     if args.json:
         def on_event(e: RunEvent) -> None:
             print(json.dumps(e.to_json(), ensure_ascii=False, default=str), flush=True)
+
+        def attempted(a: FailedAttempt) -> None:  # not from the stream: offset -1
+            print(json.dumps({"offset": -1, "type": ATTEMPT_FAILED, **a.to_json()},
+                             ensure_ascii=False), flush=True)
     else:
-        on_event = EventPrinter(args.workflow_id, sys.stdout, show_thinking=not args.hide_thinking)
+        printer = EventPrinter(args.workflow_id, sys.stdout, show_thinking=not args.hide_thinking)
+        on_event = printer
+        def attempted(a: FailedAttempt) -> None:
+            printer.line(a.line())
     seen, interrupted = await follow(client, args.workflow_id, on_event,
-                                     from_offset=args.from_offset, stop=stop_event())
+                                     from_offset=args.from_offset, stop=stop_event(),
+                                     on_attempt=attempted)
     if interrupted:
         resume = seen[-1].offset + 1 if seen else args.from_offset
         print(f"stopped watching run {args.workflow_id} (it goes on); resume with: towline watch "

@@ -1,0 +1,264 @@
+"""A run's failed activity attempts, as Temporal records them: what `towline run` and `towline
+watch` say while Temporal retries a model request or a tool call, and `towline show` lists.
+
+Nothing here is the workflow's: a live run's retries are its pending activities
+(DescribeWorkflowExecution: each one's attempt, the last attempt's failure, when the next
+one starts, the worker that ran it), and a run's past ones are in its history (an activity's
+ActivityTaskStarted event carries the failure of the attempt before it; ActivityTaskFailed
+and ActivityTaskTimedOut the last attempt's). A timeout (no heartbeat, or no result within
+the start-to-close timeout) means the worker running the attempt was lost: Temporal gives the
+next attempt to any worker polling the queue. Which step an activity belongs to comes from its
+summary (`<model> · step N`; a tool's is `name(args)`, the step of the model request before it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.api.enums.v1 import PendingActivityState, TimeoutType
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from towline.activities.io import MODEL_ACTIVITY
+from towline.cli.common import one_line
+
+__all__ = ["ATTEMPT_FAILED", "FailedAttempt", "history_attempts", "pending_attempts", "run_attempts", "AttemptWatch", "watch_attempts"]
+
+ATTEMPT_FAILED = "attempt_failed"
+"""The type of the line `towline watch --json` prints for a failed attempt (offset -1: it is
+read from Temporal's pending activities, not from the run's stream)."""
+
+_STEP = re.compile(r" · step (\d+)")
+_TIMEOUTS = {TimeoutType.TIMEOUT_TYPE_HEARTBEAT: "no heartbeat within its heartbeat timeout",
+             TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE: "no result within its start-to-close timeout",
+             TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START: "no worker started it in time",
+             TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "its schedule-to-close timeout passed"}
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """One failed attempt of one of the run's activities."""
+
+    activity_id: str
+    """The activity's id in its workflow execution."""
+    what: str
+    """`model request`, `tool NAME`, or the activity type."""
+    step: int | None
+    """The run step it belongs to (None: not known)."""
+    attempt: int
+    """The attempt that failed, from 1."""
+    failure: str
+    """Why, on one line (a timeout: what timed out)."""
+    failure_type: str
+    """The failure's type: an `ApplicationError`'s (`HTTP500`), `timeout`, or `failure`."""
+    worker_lost: bool
+    """It timed out: the worker running it died or was cut off (another one retries it)."""
+    retried: bool
+    """Another attempt follows (False: the activity's last attempt failed)."""
+    retry_at: datetime | None = None
+    """A live run's activity waiting to retry: when the next attempt starts."""
+    worker: str | None = None
+    """The identity of the worker that ran it, when Temporal says."""
+
+    def line(self, now: datetime | None = None) -> str:
+        """What `towline run` and `towline watch` print for it."""
+        where = f"[step {self.step}] " if self.step is not None else ""
+        noun = "the request" if self.what == "model request" else f"{self.what}"
+        if self.worker_lost:
+            on = f", worker {self.worker}" if self.worker else ""
+            return (f"{where}worker lost; {noun} is retried elsewhere ({self.what} attempt "
+                    f"{self.attempt}: {self.failure}{on})")
+        return f"{where}{self.what} attempt {self.attempt} failed: {self.failure}; {self._next(now)}"
+
+    def entry(self) -> str:
+        """What `towline show` lists for it."""
+        where = f"[step {self.step}] " if self.step is not None else ""
+        lost = "worker lost: " if self.worker_lost else ""
+        then = ("retry pending" if self.retry_at is not None else "retried") if self.retried \
+            else "its last attempt"
+        on = f", worker {self.worker}" if self.worker else ""
+        return f"{where}{self.what} attempt {self.attempt} failed: {lost}{self.failure} ({then}{on})"
+
+    def _next(self, now: datetime | None) -> str:
+        if not self.retried:
+            return "no attempts left"
+        if self.retry_at is None:
+            return "retrying now"
+        wait = (self.retry_at - (now or datetime.now(UTC))).total_seconds()
+        if wait < 0.05:
+            return "retrying now"
+        return f"retrying in {wait:.1f} s" if wait < 9.95 else f"retrying in {wait:.0f} s"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form `towline show --json` lists."""
+        return {"activity_id": self.activity_id, "what": self.what, "step": self.step,
+                "attempt": self.attempt, "failure": self.failure,
+                "failure_type": self.failure_type, "worker_lost": self.worker_lost,
+                "retried": self.retried,
+                "retry_at": self.retry_at.isoformat() if self.retry_at else None,
+                "worker": self.worker}
+
+
+def _why(failure: Failure) -> tuple[str, str, bool]:
+    """A recorded failure as (one line, its type, whether the worker was lost)."""
+    if failure.HasField("timeout_failure_info"):
+        kind = failure.timeout_failure_info.timeout_type
+        return _TIMEOUTS.get(kind, one_line(failure.message, 150)), "timeout", True
+    cause = failure
+    while cause.HasField("cause") and not cause.HasField("application_failure_info"):
+        cause = cause.cause
+    kind = cause.application_failure_info.type if cause.HasField("application_failure_info") else ""
+    return one_line(cause.message or failure.message, 200), kind or "failure", False
+
+
+@dataclass(frozen=True)
+class _Scheduled:
+    what: str
+    step: int | None
+
+
+async def _summary(client: Client, event: HistoryEvent) -> str:
+    if not event.HasField("user_metadata") or not event.user_metadata.HasField("summary"):
+        return ""
+    try:
+        [payload] = await client.data_converter.decode([event.user_metadata.summary])
+        value = client.data_converter.payload_converter.from_payload(payload, str)
+    except Exception:  # noqa: BLE001 - an unreadable summary (a codec missing) only costs the step
+        return ""
+    return value
+
+
+async def _scheduled(client: Client, events: Iterable[HistoryEvent]) -> dict[int, tuple[str, _Scheduled]]:
+    """Each scheduled activity by its event id: its activity id, what it is and its step."""
+    found: dict[int, tuple[str, _Scheduled]] = {}
+    step: int | None = None
+    for e in events:
+        if not e.HasField("activity_task_scheduled_event_attributes"):
+            continue
+        attrs = e.activity_task_scheduled_event_attributes
+        summary = await _summary(client, e)
+        if attrs.activity_type.name == MODEL_ACTIVITY:
+            match = _STEP.search(summary)
+            step = int(match.group(1)) if match else step
+            what = "model request"
+        elif "(" in summary:
+            what = f"tool {summary.split('(', 1)[0]}"
+        else:
+            what = attrs.activity_type.name
+        found[e.event_id] = (attrs.activity_id, _Scheduled(what, step))
+    return found
+
+
+async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[FailedAttempt]:
+    """The failed attempts one execution's history records, in order (only the last failure
+    before each attempt is recorded: a `retried` attempt's earlier ones are not)."""
+    scheduled = await _scheduled(client, events)
+    started: dict[int, tuple[int, str]] = {}
+    found: list[FailedAttempt] = []
+    for e in events:
+        if e.HasField("activity_task_started_event_attributes"):
+            attrs = e.activity_task_started_event_attributes
+            started[e.event_id] = (attrs.attempt, attrs.identity)
+            known = scheduled.get(attrs.scheduled_event_id)
+            if known is None or attrs.attempt <= 1 or not attrs.HasField("last_failure"):
+                continue
+            why, kind, lost = _why(attrs.last_failure)
+            found.append(FailedAttempt(known[0], known[1].what, known[1].step, attrs.attempt - 1,
+                                       why, kind, lost, retried=True))
+            continue
+        if e.HasField("activity_task_failed_event_attributes"):
+            ended: Any = e.activity_task_failed_event_attributes
+        elif e.HasField("activity_task_timed_out_event_attributes"):
+            ended = e.activity_task_timed_out_event_attributes
+        else:
+            continue
+        known = scheduled.get(ended.scheduled_event_id)
+        if known is None:
+            continue
+        attempt, identity = started.get(ended.started_event_id, (1, ""))
+        why, kind, lost = _why(ended.failure)
+        found.append(FailedAttempt(known[0], known[1].what, known[1].step, attempt, why, kind,
+                                   lost, retried=False, worker=identity or None))
+    return found
+
+
+async def run_attempts(client: Client, workflow_id: str,
+                       histories: Iterable[Any]) -> list[FailedAttempt]:
+    """The failed attempts of every execution in `histories` (`WorkflowHistory`s), then those
+    of the live run's pending activities."""
+    found: list[FailedAttempt] = []
+    for history in histories:
+        found.extend(await history_attempts(client, list(history.events)))
+    return found + await pending_attempts(client, workflow_id)
+
+
+async def pending_attempts(client: Client, workflow_id: str,
+                           index: dict[str, _Scheduled] | None = None) -> list[FailedAttempt]:
+    """The last failed attempt of each of a live run's pending activities that failed before
+    (`index`: what each activity id is, filled from the history as needed). Empty when the
+    run is not running or cannot be described."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        desc = await handle.describe()
+    except RPCError:
+        return []
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        return []
+    index = {} if index is None else index
+    found: list[FailedAttempt] = []
+    for p in desc.raw_description.pending_activities:
+        if p.attempt <= 1 or not p.HasField("last_failure"):
+            continue
+        if p.activity_id not in index:
+            history = await handle.fetch_history()
+            index.update(dict((await _scheduled(client, history.events)).values()))
+        known = index.get(p.activity_id, _Scheduled(p.activity_type.name, None))
+        why, kind, lost = _why(p.last_failure)
+        waiting = p.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        retry_at = (p.next_attempt_schedule_time.ToDatetime(UTC)
+                    if waiting and p.HasField("next_attempt_schedule_time") else None)
+        found.append(FailedAttempt(p.activity_id, known.what, known.step, p.attempt - 1, why,
+                                   kind, lost, retried=True, retry_at=retry_at,
+                                   worker=p.last_worker_identity or None))
+    return found
+
+
+class AttemptWatch:
+    """Tells `say` of each failed attempt of a live run once, as its retry is pending."""
+
+    def __init__(self, client: Client, workflow_id: str, say: Callable[[FailedAttempt], None]) -> None:
+        self.client = client
+        self.workflow_id = workflow_id
+        self.say = say
+        self.told: set[tuple[str, int]] = set()
+        self.index: dict[str, _Scheduled] = {}
+
+    async def poll(self) -> None:
+        """Describe the run once and tell of the failed attempts not told of yet."""
+        for a in await pending_attempts(self.client, self.workflow_id, self.index):
+            if (a.activity_id, a.attempt) not in self.told:
+                self.told.add((a.activity_id, a.attempt))
+                self.say(a)
+
+
+ATTEMPT_POLL = 0.5
+"""Seconds between two looks at a live run's pending activities."""
+
+
+async def watch_attempts(client: Client, workflow_id: str,
+                         on_attempt: Callable[[FailedAttempt], None] | None) -> None:
+    """Tell `on_attempt` of each failed attempt of the run's activities, until cancelled
+    (None: return at once)."""
+    if on_attempt is None:
+        return
+    watch = AttemptWatch(client, workflow_id, on_attempt)
+    while True:
+        await watch.poll()
+        await asyncio.sleep(ATTEMPT_POLL)
