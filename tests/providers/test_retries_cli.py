@@ -5,13 +5,24 @@ log file). The fake provider answers through the official OpenAI SDK, its retrie
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
+import threading
 from pathlib import Path
 
-from cli_helpers import cli_env, towline
-from fake_server import FakeProvider, Reply
+import pytest
+from cli_helpers import cli_env, towline, towline_process
+from fake_server import FakeProvider, Recorded, Reply
 from openai_replies import completion
 from provider_helpers import KEY
-from readme import REPO
+from readme import REPO, Done
+from retry_agents import flaky
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from towline.client import start_run
+from towline.testing import towline_worker
 
 AGENTS = f"{REPO}:{REPO / 'tests'}:{REPO / 'tests' / 'providers'}"
 
@@ -21,10 +32,24 @@ def _env(target: str, namespace: str, provider: FakeProvider) -> dict[str, str]:
                                        "OPENAI_API_KEY": KEY})
 
 
+ERROR = {"error": {"message": "the server had an error", "type": "server_error", "param": None,
+                   "code": None}}
+"""What OpenAI answers with an HTTP 500."""
+
+
 def _fail_twice(provider: FakeProvider, answer: str) -> None:
-    error = {"error": {"message": "the server had an error", "type": "server_error",
-                       "param": None, "code": None}}
-    provider.script(Reply(error, status=500), Reply(error, status=500), Reply(completion(answer)))
+    provider.script(Reply(ERROR, status=500), Reply(ERROR, status=500), Reply(completion(answer)))
+
+
+async def _started(client: Client, workflow_id: str) -> None:
+    """Wait until the run exists."""
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                await client.get_workflow_handle(workflow_id).describe()
+                return
+            except RPCError:
+                await asyncio.sleep(0.1)
 
 
 async def test_run_logs_one_line_per_failed_attempt_and_the_traceback_in_its_log_file(
@@ -52,3 +77,139 @@ async def test_run_logs_one_line_per_failed_attempt_and_the_traceback_in_its_log
     assert verbose.code == 0, verbose
     assert verbose.err.count("Traceback (most recent call last)") == 2, verbose.err
     assert log.read_text().count("Traceback (most recent call last)") == 4
+
+
+async def test_run_and_watch_show_each_failed_attempt_and_show_lists_them(
+    client: Client, target: str, namespace: str, provider: FakeProvider, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _env(target, namespace, provider)
+    for name, value in env.items():  # the worker here (it outlives `towline run`, for `watch`)
+        monkeypatch.setenv(name, value)
+    gate = threading.Event()  # the provider answers once the watcher is attached
+
+    def first(_: Recorded) -> Reply:
+        gate.wait(30)
+        return Reply(ERROR, status=500)
+
+    provider.script(first, Reply(ERROR, status=500), Reply(completion("fine after all")))
+    async with towline_worker(client, [flaky]) as (_, queue):
+        run = await towline_process("run", "retry_agents:flaky", "hi", "--no-worker",
+                                    "--task-queue", queue, "--id", f"flaky-{tmp_path.name}",
+                                    env=env)
+        await _started(client, f"flaky-{tmp_path.name}")
+        watching = await towline_process("watch", f"flaky-{tmp_path.name}", env=env)
+        assert watching.stdout is not None
+        header = await asyncio.wait_for(watching.stdout.readline(), 30)
+        gate.set()
+        (out, err), (watched, watch_err) = await asyncio.gather(
+            asyncio.wait_for(run.communicate(), 60), asyncio.wait_for(watching.communicate(), 60))
+    watch = Done(watching.returncode or 0, header.decode() + watched.decode(),
+                 watch_err.decode())
+    assert run.returncode == 0, err.decode()
+    assert out.decode().strip() == "fine after all"
+    lines = [line for line in err.decode().splitlines() if line.startswith("[step 1] model")]
+    assert lines[0].startswith("[step 1] model request attempt 1 failed: HTTP 500: openai: the "
+                               "server had an error (server_error); retrying in "), err.decode()
+    assert lines[0].endswith(" s") and lines[1].startswith("[step 1] model request attempt 2 "
+                                                           "failed: HTTP 500"), lines
+    assert lines[2] == "[step 1] model answers: fine after all", lines
+
+    assert watch.code == 0, watch
+    shown = watch.out.splitlines()
+    assert any(line.startswith("[step 1] model request attempt 1 failed: HTTP 500: openai: the "
+                               "server had an error") for line in shown), watch.out
+    assert any(line.startswith("[step 1] model request attempt 2 failed") for line in shown)
+
+    show = await towline("show", f"flaky-{tmp_path.name}", env=env)
+    assert show.code == 0, show
+    assert "Failed attempts (Temporal retried them):\n  [step 1] model request attempt 2 failed: " \
+        "HTTP 500: openai: the server had an error (server_error) (retried)" in show.out, show.out
+    data = json.loads((await towline("show", f"flaky-{tmp_path.name}", "--json", env=env)).out)
+    [attempt] = data["failed_attempts"]
+    assert attempt["step"] == 1 and attempt["attempt"] == 2 and attempt["what"] == "model request"
+    assert attempt["failure_type"] == "HTTP500" and attempt["retried"] is True
+    assert attempt["worker_lost"] is False
+
+
+async def test_watch_json_and_show_of_a_live_run_being_retried(
+    client: Client, target: str, namespace: str, provider: FakeProvider,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`watch --json` has each failed attempt (offset -1: not from the run's stream); `show`
+    of the live run lists the pending activity's last failure."""
+    env = _env(target, namespace, provider)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    attached, answered = threading.Event(), threading.Event()
+
+    def first(_: Recorded) -> Reply:  # once `watch` is attached
+        attached.wait(30)
+        return Reply(ERROR, status=500)
+
+    def second(_: Recorded) -> Reply:  # once `show` has seen attempt 1's failure
+        answered.wait(30)
+        return Reply(ERROR, status=500)
+
+    provider.script(first, second, Reply(completion("later")))
+    async with towline_worker(client, [flaky]) as (tc, queue):
+        handle = await start_run(tc, flaky, "hi", task_queue=queue)
+        watch = await towline_process("watch", handle.id, "--json", env=env)
+        assert watch.stdout is not None
+        header = await asyncio.wait_for(watch.stdout.readline(), 30)  # the `run` event
+        attached.set()
+        async with asyncio.timeout(30):
+            while len(provider.requests) < 2:  # attempt 1 failed, attempt 2 is in flight
+                await asyncio.sleep(0.05)
+        show = await towline("show", handle.id, env=env)
+        answered.set()
+        rest, _ = await asyncio.wait_for(watch.communicate(), 60)
+        assert (await handle.result()).output == "later"
+    out = header + rest
+    assert watch.returncode == 0
+    events = [json.loads(line) for line in out.decode().splitlines()]
+    failed = [e for e in events if e["type"] == "attempt_failed"]
+    assert [(e["offset"], e["step"], e["attempt"]) for e in failed] == [(-1, 1, 1), (-1, 1, 2)]
+    assert failed[0]["failure"] == "HTTP 500: openai: the server had an error (server_error)"
+    assert failed[0]["retry_at"] is not None and failed[0]["worker"]
+    assert events[-1]["type"] == "result"
+    assert show.code == 0, show
+    assert "Status    RUNNING" in show.out
+    assert ("Failed attempts (Temporal retried them):\n  [step 1] model request attempt 1 failed: "
+            "HTTP 500: openai: the server had an error (server_error) (retried, worker ") in show.out
+
+
+async def test_a_worker_killed_mid_request_shows_worker_lost(
+    target: str, namespace: str, provider: FakeProvider, tmp_path: Path
+) -> None:
+    env = _env(target, namespace, provider)
+    provider.script(Reply(completion("too late"), delay=30), Reply(completion("from the other")))
+    queue = f"q-{tmp_path.name}"
+    worker = ("worker", "--agent", "retry_agents:lost", "--task-queue", queue, "--log-file",
+              str(tmp_path / "w.log"))
+    first = await towline_process(*worker, env=env)
+    run = await towline_process("run", "retry_agents:lost", "hi", "--no-worker", "--task-queue",
+                                queue, "--id", f"lost-{tmp_path.name}", env=env)
+    second = None
+    try:
+        async with asyncio.timeout(30):
+            while len(provider.requests) < 1:  # the first worker's request is in flight
+                await asyncio.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+        second = await towline_process(*worker, env=env)
+        out, err = await asyncio.wait_for(run.communicate(), 60)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.returncode is None:
+                proc.send_signal(signal.SIGINT)
+                await proc.wait()
+    assert run.returncode == 0, err.decode()
+    assert out.decode().strip() == "from the other"
+    lost = [line for line in err.decode().splitlines() if "worker lost" in line]
+    assert len(lost) == 1, err.decode()
+    assert lost[0].startswith("[step 1] worker lost; the request is retried elsewhere (model "
+                              "request attempt 1: no heartbeat within its heartbeat timeout"), lost
+    show = await towline("show", f"lost-{tmp_path.name}", "--json", env=env)
+    [attempt] = json.loads(show.out)["failed_attempts"]
+    assert attempt["worker_lost"] is True and attempt["failure_type"] == "timeout"

@@ -128,11 +128,10 @@ async def _summary(client: Client, event: HistoryEvent) -> str:
     if not event.HasField("user_metadata") or not event.user_metadata.HasField("summary"):
         return ""
     try:
-        [payload] = await client.data_converter.decode([event.user_metadata.summary])
-        value = client.data_converter.payload_converter.from_payload(payload, str)
+        [value] = await client.data_converter.decode([event.user_metadata.summary], [str])
     except Exception:  # noqa: BLE001 - an unreadable summary (a codec missing) only costs the step
         return ""
-    return value
+    return value if isinstance(value, str) else ""
 
 
 async def _scheduled(client: Client, events: Iterable[HistoryEvent]) -> dict[int, tuple[str, _Scheduled]]:
