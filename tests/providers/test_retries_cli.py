@@ -104,8 +104,8 @@ async def test_run_and_watch_show_each_failed_attempt_and_show_lists_them(
         gate.set()
         (out, err), (watched, watch_err) = await asyncio.gather(
             asyncio.wait_for(run.communicate(), 60), asyncio.wait_for(watching.communicate(), 60))
-    watch = Done(watching.returncode or 0, header.decode() + watched.decode(),
-                 watch_err.decode())
+    assert watching.returncode is not None
+    watch = Done(watching.returncode, header.decode() + watched.decode(), watch_err.decode())
     assert run.returncode == 0, err.decode()
     assert out.decode().strip() == "fine after all"
     lines = [line for line in err.decode().splitlines() if line.startswith("[step 1] model")]
