@@ -73,9 +73,13 @@ async def test_run_logs_one_line_per_failed_attempt_and_the_traceback_in_its_log
 
     _fail_twice(provider, "again fine")
     verbose = await towline("run", "retry_agents:flaky", "hi", "--task-queue",
-                            f"q-{tmp_path.name}", "--verbose", "--log-file", str(log), env=env)
+                            f"q-{tmp_path.name}", "--verbose", "--stream", "--log-file", str(log),
+                            env=env)
     assert verbose.code == 0, verbose
     assert verbose.err.count("Traceback (most recent call last)") == 2, verbose.err
+    # streaming, the attempts are told of beside the run's events
+    assert "[step 1] model request attempt 1 failed: HTTP 500: openai: the server had an error" \
+        in verbose.err
     assert log.read_text().count("Traceback (most recent call last)") == 4
 
 
