@@ -49,12 +49,14 @@ async def _answer(messages: list[Message], info: ModelInfo) -> AsyncIterator[str
             await asyncio.sleep(PACE)
             yield word if i == 0 else f" {word}"
     elif prompt.startswith("ask ") and not returns:
-        yield ToolCallPart(tool_name="ask_in_browser", args={"question": prompt.removeprefix("ask ")})
+        yield ToolCallPart(tool_name="ask_in_browser", tool_call_id="ask_1",
+                           args={"question": prompt.removeprefix("ask ")})
     elif prompt.startswith("ask "):
         yield f"You answered: {returns[-1].content}"
     elif prompt.startswith("launch ") and not returns:
         yield f"Launching {prompt.removeprefix('launch ')}."
-        yield ToolCallPart(tool_name="launch", args={"target": prompt.removeprefix("launch ")})
+        target = prompt.removeprefix("launch ")  # call ids of its own: the same screenshots
+        yield ToolCallPart(tool_name="launch", tool_call_id=f"launch_{target}", args={"target": target})
     elif returns:
         last = returns[-1]
         yield f"Launched: {last.content}" if last.status == "succeeded" else f"Not launched ({last.status})."

@@ -4,12 +4,15 @@ The app runs in this process on a free port (`towline.serve.app`, uvicorn) with 
 for `serve_agents.agent`, against the session's dev server. One conversation in one tab:
 an answer streams in and the page is reloaded half-way (it shows what it had and picks the
 stream up at the offset it kept, without repeating a word); then a tool call waits for
-approval, and a click on Approve lets it run.
+approval, and a click on Approve lets it run. In another: Edit, Respond and the page's own
+front-end tool, taking the screenshots the docs show (`TOWLINE_SCREENSHOTS=docs` writes them
+into docs/images).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,12 @@ pytestmark = pytest.mark.timeout(120)
 
 UI = "http://localhost:8233"
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
-"""Where the docs' screenshots of the page go (the second test takes them)."""
+"""Where the docs' screenshots of the page are (the second test takes them)."""
+WRITE_DOCS = "TOWLINE_SCREENSHOTS"
+"""With `TOWLINE_SCREENSHOTS=docs` the second test writes its screenshots into `IMAGES`
+(to refresh the docs' pictures); otherwise into its temporary folder, checked against them
+(a browser's anti-aliasing differs by a pixel from run to run: a test run leaves the
+committed pictures alone)."""
 
 
 @pytest.fixture
@@ -133,12 +141,13 @@ async def test_the_page_streams_resumes_after_a_reload_and_decides_approvals(
 
 
 async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
-    chromium: str, served: tuple[str, Client]
+    chromium: str, served: tuple[str, Client], tmp_path: Path
 ) -> None:
     """Edit (the call runs with the reviewer's arguments), respond (its return, and the tool does
     not run), and the page's own front-end tool; the screenshots of docs/human-in-the-loop.md
     and docs/client-tools.md are taken on the way."""
     base, tclient = served
+    shots = IMAGES if os.environ.get(WRITE_DOCS) == "docs" else tmp_path
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=chromium)
         try:
@@ -148,6 +157,13 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
             page.on("response", lambda r: answered.append((urlsplit(r.url).path, r.status)))
             await page.goto(base + "/")
             await expect(page.locator("#agent")).to_have_value("serve-web")
+            # a thread id of its own (the session's dev server is new): the same screenshots
+            await page.evaluate("""() => {
+                const s = JSON.parse(sessionStorage.getItem('towline-serve'));
+                s.thread = 'serve-web-docs';
+                sessionStorage.setItem('towline-serve', JSON.stringify(s)); }""")
+            await page.reload()
+            await expect(page.locator("#thread")).to_have_text("thread serve-web-docs")
             answer = page.locator(".msg.assistant")
             cards = page.locator(".tool")
 
@@ -163,7 +179,7 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
             await expect(area).to_have_value('{"target":"rocket"}')
             await area.fill('{"target": "satellite"}')
             await card.locator("input.reason").fill("the rocket is booked")
-            await _shoot(page, "serve-edit.png")
+            await _shoot(page, shots / "serve-edit.png")
             await card.locator("button.confirm").click()
             await expect(card.locator(".status")).to_have_text("succeeded", timeout=30_000)
             await expect(card.locator(".call")).to_have_text('launch({"target":"satellite"})')
@@ -184,7 +200,7 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
             await expect(card.locator(".status")).to_have_text("waiting for approval")
             await card.locator("button.respond").click()
             await card.locator("textarea.respond-result").fill("probe is already up")
-            await _shoot(page, "serve-respond.png")
+            await _shoot(page, shots / "serve-respond.png")
             await card.locator("button.confirm").click()
             await expect(card.locator(".result")).to_have_text("probe is already up", timeout=30_000)
             await expect(answer.last).to_have_text("Launched: probe is already up", timeout=30_000)
@@ -200,7 +216,7 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
             await expect(card.locator(".status")).to_have_text("waiting for your answer")
             await expect(page.locator("#status")).to_have_text("The agent asks you something.")
             await asked.locator("input.answer").fill("teal")
-            await _shoot(page, "serve-front-end-tool.png")
+            await _shoot(page, shots / "serve-front-end-tool.png")
             await asked.locator("button.answer").click()
             await expect(answer.last).to_have_text("You answered: teal", timeout=30_000)
             await expect(card.locator(".result")).to_have_text("teal")
@@ -224,8 +240,16 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
     assert state["status"] == "waiting" and state["pending_approvals"] == {}
 
 
-async def _shoot(page: Any, name: str) -> None:
-    """A screenshot for the docs (docs/images/NAME), once what it shows has settled."""
+async def _shoot(page: Any, out: Path) -> None:
+    """A screenshot for the docs (`out`), once what it shows has settled; the docs have one of
+    that name and size (a PNG some page shows)."""
     await page.fill("#message", "")
-    await page.wait_for_timeout(200)
-    await page.screenshot(path=str(IMAGES / name))
+    await page.evaluate("() => { const log = document.getElementById('log'); "
+                        "log.scrollTop = log.scrollHeight; }")
+    await page.wait_for_timeout(300)
+    await page.screenshot(path=str(out), animations="disabled", caret="hide")
+    taken, shown = out.read_bytes(), (IMAGES / out.name).read_bytes()
+    assert taken[:8] == shown[:8] == b"\x89PNG\r\n\x1a\n"
+    assert taken[16:24] == shown[16:24]  # the IHDR's width and height: 1000 x 560
+    pages = (IMAGES.parent / "human-in-the-loop.md", IMAGES.parent / "client-tools.md")
+    assert any(f"images/{out.name})" in p.read_text(encoding="utf-8") for p in pages), out.name
