@@ -2,19 +2,25 @@
 (`towline.serve.waits`, the mapper's `finish_waiting`): an approval ends the AG-UI run with the
 interrupt outcome (unless the client streams through approvals), a front-end tool's call with
 the success outcome naming it; a `resume`, trailing `tool` messages and a user's message are
-told apart, and a resume that is no decision is refused with what it should be."""
+told apart, and a resume that is no decision is refused with what it should be. Live: the
+three calls of a payments response wait together, are one interrupt outcome, and one resume
+decides them all (or, one decision refused, none)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
+import httpx
 import pytest
 from ag_ui.core import RunAgentInput
+from temporalio.client import Client
 
 from towline.events import RunEvent
 from towline.review import PendingCall
 from towline.serve.agui import TurnMapper
+from towline.serve.app import ServeConfig, create_app
 from towline.serve.waits import (
     NewMessage,
     Resume,
@@ -22,6 +28,7 @@ from towline.serve.waits import (
     parse_interrupt_id,
     turn_input,
 )
+from towline.testing import towline_worker
 
 
 def _ev(offset: int, type: str, **fields: Any) -> RunEvent:
@@ -102,3 +109,60 @@ def test_the_input_is_a_message_tool_results_or_a_resume() -> None:
             {"interruptId": "b", "status": "resolved", "payload": {"decision": "approve", "by": "y"}}]))
     with pytest.raises(ValueError, match="the last message must be the user's"):
         turn_input(_input(messages=[user, {"id": "a", "role": "assistant", "content": "yo"}]))
+
+
+# --- live: a payments run whose three calls wait together ----------------------------------
+
+
+async def _events(http: httpx.AsyncClient, body: dict[str, Any]) -> list[dict[str, Any]]:
+    async with http.stream("POST", "/agents/payments", json=body) as response:
+        assert response.status_code == 200, await response.aread()
+        return [json.loads(line[6:]) async for line in response.aiter_lines()
+                if line.startswith("data: ")]
+
+
+async def test_calls_that_wait_together_are_one_interrupt_outcome_and_one_resume(
+    client: Client,
+) -> None:
+    from examples.payments import desk
+
+    async with towline_worker(client, [desk]) as (tclient, queue):
+        app = create_app(ServeConfig(client=tclient, agents=[desk], task_queue=queue))
+        transport = httpx.ASGITransport(app=app)  # pyright: ignore[reportArgumentType]
+        thread = f"pay-agui-{uuid.uuid4().hex[:8]}"
+        user = {"id": "m1", "role": "user",
+                "content": "pay 250 to bob and 180 to carol, ask: which account?"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost",
+                                     timeout=60) as http:
+            first = await _events(http, {"threadId": thread, "runId": "r1", "messages": [user]})
+            assert first[-1]["type"] == "RUN_FINISHED"
+            interrupts = first[-1]["outcome"]["interrupts"]
+            assert [i["toolCallId"] for i in interrupts] == ["pay_1", "pay_2", "ask_1"]
+            asked = interrupts[2]["metadata"]["towline"]["decisions"]
+            assert asked == ["respond", "reject"]  # the rule's decisions, and only those
+            ids = [i["id"] for i in interrupts]
+
+            def resume(*payloads: dict[str, Any]) -> dict[str, Any]:
+                return {"threadId": thread, "runId": "r2", "messages": [user], "resume": [
+                    {"interruptId": i, "status": "resolved", "payload": p}
+                    for i, p in zip(ids, payloads, strict=True)]}
+
+            # one decision the rule does not allow: none of the three is applied
+            refused = await _events(http, resume(
+                {"decision": "approve"}, {"decision": "approve"}, {"decision": "approve"}))
+            assert refused[-1]["type"] == "RUN_ERROR"
+            assert "approve is not allowed for tool 'ask_user'" in refused[-1]["message"]
+            state: dict[str, Any] = await tclient.get_workflow_handle(thread).query("state")
+            assert sorted(state["pending_approvals"]) == ["ask_1", "pay_1", "pay_2"]
+
+            done = await _events(http, resume(
+                {"decision": "edit", "args": {"amount": 200, "to": "bob"}, "by": "ann"},
+                {"decision": "reject", "reason": "not carol", "by": "ann"},
+                {"decision": "respond", "result": "savings", "by": "ann"}))
+        assert done[-1]["type"] == "RUN_FINISHED" and "outcome" not in done[-1]
+        assert done[-1]["result"] == ("pay: paid $200 to bob (succeeded); pay: rejected by a "
+                                      "reviewer: not carol (denied); ask_user: savings (succeeded)")
+        trail = [(d["call_id"], d["decision"], d.get("by")) for d in
+                 (await tclient.get_workflow_handle(thread).query("state"))["decisions"]]
+        assert trail == [("pay_1", "edited", "ann"), ("pay_2", "rejected", "ann"),
+                         ("ask_1", "responded", "ann")]
