@@ -215,6 +215,10 @@ async def test_the_page_edits_and_answers_calls_and_runs_a_front_end_tool(
                 "Which colour should the rocket be?", timeout=30_000)
             await expect(card.locator(".status")).to_have_text("waiting for your answer")
             await expect(page.locator("#status")).to_have_text("The agent asks you something.")
+            await page.reload()  # the question is still asked (the page kept the turn)
+            await expect(asked.locator(".question")).to_have_text(
+                "Which colour should the rocket be?")
+            await expect(page.locator("#status")).to_have_text("The agent asks you something.")
             await asked.locator("input.answer").fill("teal")
             await _shoot(page, shots / "serve-front-end-tool.png")
             await asked.locator("button.answer").click()

@@ -12,7 +12,7 @@ the agents unless `--no-worker`.
 Like `towline mcp-serve --http` it answers only requests addressed to it by name
 (localhost, `--host`, `--allow-host`: `towline.serve.http_guard`), and with `--auth` (or
 `TOWLINE_SERVE_AUTH`) only requests carrying `Authorization: Bearer <token>` — all but the
-page itself, which a browser fetches without headers and which holds no data (it asks
+page itself (and its `/favicon.ico`), which a browser fetches without headers and which holds no data (it asks
 for the token). Ctrl-C or SIGTERM stops it gracefully and it exits 0.
 """
 
