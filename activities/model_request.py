@@ -51,6 +51,7 @@ from .providers import is_provider_model, provider_model
 from .providers.native import check_native_support
 from .reports import check_usage
 from .request_cache import RequestCache
+from .retry_events import publish_retry
 from .streaming import TextStream
 from .telemetry import note_request_messages
 
@@ -96,6 +97,7 @@ class ModelActivities:
     async def model_request(self, req: ModelActivityInput) -> ModelResponse:
         """Call the selected model once."""
         require_agent_run()
+        await publish_retry(req.run_step)  # a retry: why the attempt before failed (live event)
         model = self._model(req.model)
         key: str | None = None
         run = activity.info().workflow_id or ""

@@ -36,10 +36,12 @@ EVENTS_TOPIC: Final = "towline.events"
 EventType = Literal[
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
     "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
+    "retry",
 ]
 EVENT_TYPES: Final[tuple[str, ...]] = (
     "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
     "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
+    "retry",
 )
 """Every event type, in the order a run usually publishes them."""
 
@@ -126,7 +128,9 @@ class RunEvent(BaseModel):
     `replaced`, `redacted`), `said`, `call_id`), `handoff` (the run continues as another
     agent: `from_agent`, `to_agent`, `call_id`, `path`, the agents from the first to the
     active one), `client_tool` (a client tool's call waits for its result), `interrupted`
-    (a session's `send` cancelled the model request in flight), `user` (a message sent to the
+    (a session's `send` cancelled the model request in flight), `retry` (a model request's
+    attempt failed and the next one started: `activity_id`, `what`, `attempt` (the failed
+    one), `failure`, `failure_type`, `worker_lost`), `user` (a message sent to the
     run), `answer` (a session's answer; it waits for the next message), `result` (the run
     succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""
     offset: int = -1

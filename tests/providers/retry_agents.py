@@ -11,10 +11,11 @@ from towline import Agent
 
 flaky = Agent(
     name="retry-flaky", model="openai:gpt-4.1-mini",
-    model_retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=1.0,
+    model_retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=1.0,
                                    maximum_attempts=5),
 )
-"""A model request the provider fails twice: Temporal retries it after 1 s each time."""
+"""A model request the provider fails twice: Temporal retries it after 2 s each time (long
+enough for a follower polling the run to see the retry wait)."""
 
 lost = Agent(
     name="retry-lost", model="openai:gpt-4.1-mini", model_heartbeat_timeout=timedelta(seconds=2),

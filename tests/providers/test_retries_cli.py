@@ -175,12 +175,18 @@ async def test_watch_json_and_show_of_a_live_run_being_retried(
     failed = [e for e in events if e["type"] == "attempt_failed"]
     assert [(e["offset"], e["step"], e["attempt"]) for e in failed] == [(-1, 1, 1), (-1, 1, 2)]
     assert failed[0]["failure"] == "HTTP 500: openai: the server had an error (server_error)"
-    assert failed[0]["retry_at"] is not None and failed[0]["worker"]
+    assert failed[0]["what"] == "model request" and failed[0]["retried"] is True
     assert events[-1]["type"] == "result"
+    # each next attempt published the failure before it on the run's stream as well
+    retries = [e for e in events if e["type"] == "retry"]
+    assert [(e["step"], e["attempt"], e["failure_type"]) for e in retries] == [
+        (1, 1, "HTTP500"), (1, 2, "HTTP500")]
+    assert all(e["offset"] >= 0 and not e["worker_lost"] for e in retries)
+    assert retries[0]["failure"] == failed[0]["failure"]
     assert show.code == 0, show
     assert "Status    RUNNING" in show.out
     assert ("Failed attempts (Temporal retried them):\n  [step 1] model request attempt 1 failed: "
-            "HTTP 500: openai: the server had an error (server_error) (retried, worker ") in show.out
+            "HTTP 500: openai: the server had an error (server_error) (retried)") in show.out
 
 
 async def test_a_worker_killed_mid_request_shows_worker_lost(
@@ -203,6 +209,9 @@ async def test_a_worker_killed_mid_request_shows_worker_lost(
         await first.wait()
         second = await towline_process(*worker, env=env)
         out, err = await asyncio.wait_for(run.communicate(), 60)
+        # the run's stream has it too (the second attempt published it): read back by the worker
+        watched = await towline("watch", f"lost-{tmp_path.name}", env=env)
+        as_json = await towline("watch", f"lost-{tmp_path.name}", "--json", env=env)
     finally:
         for proc in (first, second):
             if proc is not None and proc.returncode is None:
@@ -217,3 +226,9 @@ async def test_a_worker_killed_mid_request_shows_worker_lost(
     show = await towline("show", f"lost-{tmp_path.name}", "--json", env=env)
     [attempt] = json.loads(show.out)["failed_attempts"]
     assert attempt["worker_lost"] is True and attempt["failure_type"] == "timeout"
+    assert watched.code == 0, watched
+    assert "[step 1] worker lost; the request is retried elsewhere (model request attempt 1: no " \
+        "heartbeat within its heartbeat timeout)" in watched.out.splitlines(), watched.out
+    [retry] = [e for e in map(json.loads, as_json.out.splitlines()) if e["type"] == "retry"]
+    assert retry["offset"] >= 0 and retry["step"] == 1 and retry["attempt"] == 1
+    assert retry["worker_lost"] is True and retry["failure_type"] == "timeout"

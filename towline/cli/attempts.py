@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.api.enums.v1 import PendingActivityState, TimeoutType
-from temporalio.api.failure.v1 import Failure
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from towline.activities.io import MODEL_ACTIVITY
-from towline.cli.common import one_line
+from towline.activities.retry_events import failure_summary
 
 __all__ = ["ATTEMPT_FAILED", "FailedAttempt", "history_attempts", "pending_attempts", "run_attempts", "AttemptWatch", "watch_attempts"]
 
@@ -36,10 +35,6 @@ ATTEMPT_FAILED = "attempt_failed"
 read from Temporal's pending activities, not from the run's stream)."""
 
 _STEP = re.compile(r" · step (\d+)")
-_TIMEOUTS = {TimeoutType.TIMEOUT_TYPE_HEARTBEAT: "no heartbeat within its heartbeat timeout",
-             TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE: "no result within its start-to-close timeout",
-             TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START: "no worker started it in time",
-             TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "its schedule-to-close timeout passed"}
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,8 @@ class FailedAttempt:
     retry_at: datetime | None = None
     """A live run's activity waiting to retry: when the next attempt starts."""
     worker: str | None = None
-    """The identity of the worker that ran it, when Temporal says."""
+    """The identity of the worker that ran it, when Temporal says (a live run's: while its
+    retry waits; once the next attempt runs, Temporal names that one's worker)."""
 
     def line(self, now: datetime | None = None) -> str:
         """What `towline run` and `towline watch` print for it."""
@@ -96,6 +92,13 @@ class FailedAttempt:
             return "retrying now"
         return f"retrying in {wait:.1f} s" if wait < 9.95 else f"retrying in {wait:.0f} s"
 
+    @classmethod
+    def of_event(cls, e: Any) -> FailedAttempt:
+        """The attempt a `retry` event (`towline.events.RunEvent`) tells of."""
+        return cls(str(e.field("activity_id")), str(e.field("what") or "model request"), e.step,
+                   int(e.field("attempt") or 0), str(e.field("failure")),
+                   str(e.field("failure_type")), bool(e.field("worker_lost")), retried=True)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form `towline show --json` lists."""
         return {"activity_id": self.activity_id, "what": self.what, "step": self.step,
@@ -104,18 +107,6 @@ class FailedAttempt:
                 "retried": self.retried,
                 "retry_at": self.retry_at.isoformat() if self.retry_at else None,
                 "worker": self.worker}
-
-
-def _why(failure: Failure) -> tuple[str, str, bool]:
-    """A recorded failure as (one line, its type, whether the worker was lost)."""
-    if failure.HasField("timeout_failure_info"):
-        kind = failure.timeout_failure_info.timeout_type
-        return _TIMEOUTS.get(kind, one_line(failure.message, 150)), "timeout", True
-    cause = failure
-    while cause.HasField("cause") and not cause.HasField("application_failure_info"):
-        cause = cause.cause
-    kind = cause.application_failure_info.type if cause.HasField("application_failure_info") else ""
-    return one_line(cause.message or failure.message, 200), kind or "failure", False
 
 
 @dataclass(frozen=True)
@@ -168,7 +159,7 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
             known = scheduled.get(attrs.scheduled_event_id)
             if known is None or attrs.attempt <= 1 or not attrs.HasField("last_failure"):
                 continue
-            why, kind, lost = _why(attrs.last_failure)
+            why, kind, lost = failure_summary(attrs.last_failure)
             found.append(FailedAttempt(known[0], known[1].what, known[1].step, attrs.attempt - 1,
                                        why, kind, lost, retried=True))
             continue
@@ -182,7 +173,7 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
         if known is None:
             continue
         attempt, identity = started.get(ended.started_event_id, (1, ""))
-        why, kind, lost = _why(ended.failure)
+        why, kind, lost = failure_summary(ended.failure)
         found.append(FailedAttempt(known[0], known[1].what, known[1].step, attempt, why, kind,
                                    lost, retried=False, worker=identity or None))
     return found
@@ -219,13 +210,13 @@ async def pending_attempts(client: Client, workflow_id: str,
             history = await handle.fetch_history()
             index.update(dict((await _scheduled(client, history.events)).values()))
         known = index.get(p.activity_id, _Scheduled(p.activity_type.name, None))
-        why, kind, lost = _why(p.last_failure)
+        why, kind, lost = failure_summary(p.last_failure)
         waiting = p.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
         retry_at = (p.next_attempt_schedule_time.ToDatetime(UTC)
                     if waiting and p.HasField("next_attempt_schedule_time") else None)
         found.append(FailedAttempt(p.activity_id, known.what, known.step, p.attempt - 1, why,
                                    kind, lost, retried=True, retry_at=retry_at,
-                                   worker=p.last_worker_identity or None))
+                                   worker=(p.last_worker_identity or None) if waiting else None))
     return found
 
 

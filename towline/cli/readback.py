@@ -12,15 +12,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from towline.cli.common import CliError
-from towline.cli.runstate import workers_polling
+from towline.cli.common import CliError, one_line
+from towline.cli.runstate import agent_name, workers_polling
 from towline.events import RunEvent
 from towline.replay.events import events_from_history
 from towline.replay.run_history import HistoryReadError, read_run_history
 
-__all__ = ["ENDED_WAIT", "ended_events", "events_read_back"]
+__all__ = ["ENDED_WAIT", "ended_events", "events_read_back", "unreadable"]
 
 ENDED_WAIT = 3.0
 """Seconds a worker gets to start answering for a run that has ended (its stream's query)
@@ -51,3 +51,18 @@ async def events_read_back(client: Client, desc: Any,
     for event in seen:
         on_event(event)
     return seen
+
+
+async def unreadable(client: Client, desc: Any, err: Exception) -> CliError:
+    """Why the events of a run could not be read (a closed run needs a worker to read them)."""
+    closed = desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
+    no_worker = "no poller seen" in str(err) or (
+        await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False)
+    if closed and no_worker:
+        agent = await agent_name(client, desc)
+        return CliError(
+            f"run {desc.id!r} has ended, and a finished run's events are read back by a worker "
+            f"for its agent: none polls task queue {desc.task_queue!r} (start one: towline worker "
+            f"--agent MODULE:ATTR for agent {agent or '...'!r}; or see the run with towline show "
+            f"{desc.id})")
+    return CliError(f"cannot read the events of run {desc.id!r}: {one_line(err)}")

@@ -31,8 +31,8 @@ from temporalio.service import RPCError
 
 from towline.cli.args import Subcommands, add_json, command, non_negative
 from towline.cli.attempts import ATTEMPT_FAILED, FailedAttempt, watch_attempts
-from towline.cli.common import CliError, connected, one_line, stop_event
-from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back
+from towline.cli.common import CliError, connected, stop_event
+from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back, unreadable
 from towline.cli.render import content, dim, format_call, short, styled, terminal_text
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.client import events
@@ -75,6 +75,8 @@ class EventPrinter:
         """(step, kind) of what was streamed: the `response` event does not repeat it."""
         self.last_text: str | None = None
         """The text of the last response shown (streamed or whole)."""
+        self.told: set[tuple[str, int]] = set()
+        """(activity id, attempt) of the failed attempts shown (from Temporal or the stream)."""
 
     def _write(self, text: str) -> None:
         self.out.write(terminal_text(text))  # model and tool text: no terminal control
@@ -157,6 +159,15 @@ class EventPrinter:
             self.line(f"[step {step}] model calls {', '.join(calls)}")
         elif not text and not native:
             self.line(f"[step {step}] model gave an empty response")
+
+    def attempt(self, a: FailedAttempt) -> None:
+        """A failed attempt, once (`towline.cli.attempts` and the `retry` event tell of it)."""
+        if (a.activity_id, a.attempt) not in self.told:
+            self.told.add((a.activity_id, a.attempt))
+            self.line(a.line())
+
+    def _on_retry(self, e: RunEvent) -> None:
+        self.attempt(FailedAttempt.of_event(e))
 
     def _on_tool_start(self, e: RunEvent) -> None:
         self.line(f"[step {e.step}]   {e.field('tool')} started  (call id {e.field('call_id')})")
@@ -289,7 +300,7 @@ async def follow(
         try:
             reading.result()
         except (RPCError, WorkflowQueryFailedError) as e:
-            raise await _unreadable(client, desc, e) from None
+            raise await unreadable(client, desc, e) from None
         return seen, False
     finally:
         hint.cancel()
@@ -316,23 +327,8 @@ async def stream_run(
             on_answer(event.field("output"))
 
     _, interrupted = await follow(client, handle.id, on_event, stop=stop,
-                                  on_attempt=lambda a: printer.line(a.line()))
+                                  on_attempt=printer.attempt)
     return None if interrupted else await handle.result()
-
-
-async def _unreadable(client: Client, desc: Any, err: Exception) -> CliError:
-    """Why the events of a run could not be read (a closed run needs a worker to read them)."""
-    closed = desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
-    no_worker = "no poller seen" in str(err) or (
-        await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False)
-    if closed and no_worker:
-        agent = await agent_name(client, desc)
-        return CliError(
-            f"run {desc.id!r} has ended, and a finished run's events are read back by a worker "
-            f"for its agent: none polls task queue {desc.task_queue!r} (start one: towline worker "
-            f"--agent MODULE:ATTR for agent {agent or '...'!r}; or see the run with towline show "
-            f"{desc.id})")
-    return CliError(f"cannot read the events of run {desc.id!r}: {one_line(err)}")
 
 
 async def watch_command(args: Any) -> int:
@@ -347,9 +343,7 @@ async def watch_command(args: Any) -> int:
                              ensure_ascii=False), flush=True)
     else:
         printer = EventPrinter(args.workflow_id, sys.stdout, show_thinking=not args.hide_thinking)
-        on_event = printer
-        def attempted(a: FailedAttempt) -> None:
-            printer.line(a.line())
+        on_event, attempted = printer, printer.attempt
     seen, interrupted = await follow(client, args.workflow_id, on_event,
                                      from_offset=args.from_offset, stop=stop_event(),
                                      on_attempt=attempted)
