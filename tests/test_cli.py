@@ -101,7 +101,7 @@ async def test_run_prints_answer_and_ui_address_then_show_prints_counters(
     port = int(target.rsplit(":", 1)[1])
     url = f"http://localhost:{port + 1000}/namespaces/{namespace}/workflows/{wid}"
     assert f"UI: {url}" in done.err
-    assert "[step 1] model calls multiply(a=6, b=7)" in done.err
+    assert "[step 1] model calls multiply(a=6.0, b=7.0)" in done.err
     assert "multiply -> 42  (succeeded)" in done.err
 
     shown = await towline("show", wid, env=env)

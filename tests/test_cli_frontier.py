@@ -101,7 +101,7 @@ async def test_run_and_show_print_the_thinking_apart(target: str, namespace: str
     assert done.out == "6 times 7 is 42.\n"  # stdout: the answer only
     progress = done.err.splitlines()
     first = progress.index(f"[step 1] thinking: {FIRST_THOUGHT}")
-    assert progress[first + 1] == "[step 1] model calls multiply(a=6, b=7)"
+    assert progress[first + 1] == "[step 1] model calls multiply(a=6.0, b=7.0)"
     assert "[step 2] thinking: multiply returned 42. [redacted]" in progress
     assert "\x1b[" not in done.err  # not a terminal: the prefix marks it, no colour codes
 

@@ -78,7 +78,7 @@ async def _check_calculator_call(mcp: MCPClient, tclient: Client) -> None:
     # progress followed the run's steps, in order, each notification a step further
     assert progress.workflow_id == workflow_id
     assert progress.messages[1:] == [
-        "[step 1] model calls multiply(a=6, b=7)",
+        "[step 1] model calls multiply(a=6.0, b=7.0)",
         "[step 1]   multiply -> 42  (succeeded)",
         "[step 2] model answers: 6 times 7 is 42.",
     ]

@@ -159,8 +159,8 @@ async def test_the_time_travel_page_as_written(client: Client, target: str, name
     env = cli_env(target, namespace)
     # `towline dev --agent examples.calculator:agents` stands here as a worker on its queue
     async with towline_worker(client, calculator_agents, task_queue="towline") as (tclient, _):
-        done = await readme('towline run examples.calculator:agent "What is 6 times 7?" --id calc-42',
-                            env=env)
+        done = await readme('towline run examples.calculator:agent "What is 6 times 7?" --id calc-42 '
+                            "--no-worker", env=env)
         assert (done.code, done.out) == (0, "6 times 7 is 42.\n"), done
 
         done = await readme('towline fork calc-42 --at-step 2 --prompt "And 2 plus 3?" '

@@ -45,10 +45,25 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): the client stays lig
     from towline.timetravel.travel import fork
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
-           "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE"]
+           "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
+           "OWN_QUEUE_PREFIX", "own_task_queue", "is_own_queue"]
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_TASK_QUEUE = "towline"
+OWN_QUEUE_PREFIX = "towline-run-"
+"""How the task queue of one `towline run` invocation's own worker begins (`own_task_queue`):
+no other worker polls it, so no other worker can take its run's tasks."""
+
+
+def own_task_queue() -> str:
+    """A new task queue for one command's in-process worker: `towline-run-<random>`."""
+    return f"{OWN_QUEUE_PREFIX}{_suffix()}"
+
+
+def is_own_queue(task_queue: str) -> bool:
+    """Whether `task_queue` was one `towline run` command's own: nothing polls it once the
+    command has ended (a fork of its run goes to `DEFAULT_TASK_QUEUE` instead)."""
+    return task_queue.startswith(OWN_QUEUE_PREFIX)
 
 
 def connect_config(address: str | None = None, namespace: str | None = None) -> dict[str, Any]:

@@ -202,15 +202,22 @@ class AgentRun(RunHandlers):
     def _resolve(self, args: Sequence[Any]) -> tuple[RunInput, Agent]:
         inp = decode_run_input(args)
         agent = self._worker().agent(inp.agent)
+        queue = workflow.info().task_queue
         if agent is None:
-            raise UnknownAgent(f"no agent named {inp.agent!r} is registered on this worker "
-                               "(every worker polling a task queue must serve the same agents)")
+            raise UnknownAgent(
+                f"no agent named {inp.agent!r} is registered on {self._worker().described(queue)}"
+                ": every worker polling a task queue must serve the same agents. Serve it there "
+                f"(towline worker --agent MODULE:ATTR --task-queue {queue}), or start the run on "
+                "a queue whose workers serve it (--task-queue; `towline run` without --task-queue "
+                "and --no-worker runs it on a queue of its own)")
         self._client_tools = client_tools(inp.client_tools, agent.inventory) if at_least(4) else []
         if inp.model is not None and not self._worker().model_allowed(inp.model, agent):
             raise InvalidRunInput(
-                f"model {inp.model!r} is not allowed on this worker: allow it with "
-                "TowlinePlugin(allowed_models=[...]) or `towline worker --allow-model PATTERN`"
-            )
+                f"model {inp.model!r} is not allowed on {self._worker().described(queue)}: "
+                "allow it there with --allow-model PATTERN (towline worker or towline dev) or "
+                "TowlinePlugin(allowed_models=[...]), or start the run on a queue whose workers "
+                "allow it (`towline run --model` without --task-queue and --no-worker runs it on "
+                "a queue of its own, whose worker allows it)")
         return inp, agent
 
     def _worker(self) -> WorkerAgents:

@@ -147,8 +147,15 @@ def add_allow_model(parser: argparse.ArgumentParser) -> None:
                         "own model is always allowed")
 
 
-def add_task_queue(parser: argparse.ArgumentParser) -> None:
-    """`--task-queue` (default: towline)."""
+def add_task_queue(parser: argparse.ArgumentParser, *, own: bool = False) -> None:
+    """`--task-queue` (default: towline; with `own`, None: the command's worker takes a queue
+    of its own, `towline.client.own_task_queue`)."""
+    if own:
+        parser.add_argument("--task-queue", metavar="QUEUE",
+                            help="task queue of the run (default: a queue of this command's own, "
+                            "towline-run-<random>, which no other worker polls, when it runs its "
+                            "worker; towline with --no-worker)")
+        return
     parser.add_argument("--task-queue", default="towline", metavar="QUEUE",
                         help="task queue of the runs and the worker (default: towline)")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -102,6 +103,17 @@ class Embedded:
         if self.process.lock is not None:
             self.process.lock.release()
 
+    def later_link(self, url: str, state_dir: str) -> str:
+        """`url`, a page of this server's UI, as a line printed before the server stops with
+        the command: with the `towline dev` command that serves the same state on the same
+        UI port, so that the link opens once it runs."""
+        dev = "towline dev"
+        if Path(state_dir) != Path(".towline"):
+            dev += f" --state-dir {shlex.quote(state_dir)}"
+        if self.process.ui_port not in (None, DEFAULT_UI_PORT):
+            dev += f" --ui-port {self.process.ui_port}"
+        return f"{url} (open it while `{dev}` runs: this command's server stops with it)"
+
     def _forget_ui(self) -> None:
         with contextlib.suppress(RuntimeError):  # not running any more
             forget_ui(self.process.port, self.process.pid)
@@ -154,10 +166,11 @@ async def start_embedded(
 
 
 def add_embedding(parser: argparse.ArgumentParser, what: str, port_default: str, *,
-                  ui_url: str = "", no_worker: str | None = None) -> None:
+                  ui_url: str = "", no_worker: str | None = None, own_queue: bool = False) -> None:
     """The options `connect_or_embed` reads: `--task-queue`, `--no-worker`, `--ui-url` and
-    the embedded server's (`what`: when it starts; `ui_url`, `no_worker`: their help)."""
-    add_task_queue(parser)
+    the embedded server's (`what`: when it starts; `ui_url`, `no_worker`: their help;
+    `own_queue`: `--task-queue` defaults to a queue of the command's own)."""
+    add_task_queue(parser, own=own_queue)
     if no_worker is None:
         add_no_worker(parser)
     else:

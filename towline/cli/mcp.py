@@ -62,8 +62,8 @@ def tool_name(agent: Agent) -> str:
 class _Lines(Progress):
     """`towline run`'s step-by-step lines, collected instead of printed."""
 
-    def __init__(self, workflow_id: str) -> None:
-        super().__init__(workflow_id)
+    def __init__(self, workflow_id: str, agent: Agent) -> None:
+        super().__init__(workflow_id, agent=agent)
         self.lines: list[str] = []
 
     def _say(self, line: str) -> None:
@@ -74,9 +74,11 @@ async def _poll(handle: WorkflowHandle[Any, Any], lines: _Lines) -> None:
     try:
         state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
         raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
-        lines.messages(MESSAGES.validate_python(raw))
+        messages = MESSAGES.validate_python(raw)
     except (TimeoutError, RPCError, WorkflowQueryFailedError, ValidationError):
         return  # not answered yet (no worker, or between tasks): try again
+    lines.resumed(state)
+    lines.messages(messages)
     lines.state(state)
 
 
@@ -134,7 +136,7 @@ class AgentTools:
 
         started = f"run {handle.id} started (agent {agent.name})" + (f"; UI: {url}" if url else "")
         await report([started])
-        lines = _Lines(handle.id)
+        lines = _Lines(handle.id, agent)
         result_task = asyncio.ensure_future(handle.result())
         try:
             while not result_task.done():

@@ -25,6 +25,7 @@ from towline.cli.render import (
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
 from towline.results import HandoffRecord
+from towline.tools import Tool
 
 __all__ = ["Progress", "Session"]
 
@@ -32,8 +33,13 @@ __all__ = ["Progress", "Session"]
 class Progress:
     """Prints each new message of a run once: tool calls, their returns, retries, answers."""
 
-    def __init__(self, workflow_id: str, *, quiet: bool = False, show_thinking: bool = True) -> None:
+    def __init__(self, workflow_id: str, *, quiet: bool = False, show_thinking: bool = True,
+                 agent: Agent | None = None) -> None:
         self.workflow_id = workflow_id
+        self.tools: dict[str, Tool] = {name: tool for a in (agent.all_agents() if agent else ())
+                                       for name, tool in a.inventory.items()}
+        """The agent's tools (its handoff targets' too): a call's arguments are shown as the
+        tool runs them (`multiply(a=6.0, b=7.0)`), as its approval and the UI show them."""
         self.quiet = quiet
         self.show_thinking = show_thinking
         self.styled = styled(sys.stderr)
@@ -75,13 +81,23 @@ class Progress:
         for call, result in m.native_tool_calls:  # the provider ran these itself
             done = f" -> {native_result(result, 60)}" if result is not None else ""
             self._say(f"[step {self.step}] model runs {native_call(call, 80)}{done}")
-        calls = [format_call(c.tool_name, c.args, 80) for c in m.tool_calls]
+        calls = [format_call(c.tool_name, self._args(c.tool_name, c.args), 80) for c in m.tool_calls]
         if calls:
             self._say(f"[step {self.step}] model calls {', '.join(calls)}")
         if m.text:
             self._say(f"[step {self.step}] model answers: {short(m.text, 100)}")
         if not calls and not m.text and not m.native_tool_calls:
             self._say(f"[step {self.step}] model gave an empty response")
+
+    def _args(self, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """`args` as the tool validates them (the model's own when it refuses them)."""
+        tool = self.tools.get(tool_name)
+        if tool is None:
+            return args
+        try:
+            return tool.validate_args(args)
+        except Exception:  # noqa: BLE001 - invalid arguments: the model is told, shown as sent
+            return args
 
     def _request(self, m: ModelRequest) -> None:
         for p in m.parts:
@@ -115,11 +131,16 @@ class Progress:
             self._say(f"waiting for approval: {call}  (call id {call_id})\n"
                       f"  towline approve {self.workflow_id} {call_id}   "
                       f"or   towline reject {self.workflow_id} {call_id}")
-        if status != self.status and status == "running" and self.status == "waiting" and (
-                self.approving):
-            self._say("resumed")
         self.approving = bool(pending)  # a session waiting for a message is not "resumed"
         self.status = status
+
+    def resumed(self, state: dict[str, Any]) -> None:
+        """Say `resumed` when the run goes on after an approval it waited for: called before
+        the poll's messages are printed, so it comes before the allowed call's return."""
+        status = str(state.get("status", self.status))
+        if self.approving and self.status == "waiting" and status == "running":
+            self._say("resumed")
+            self.approving = False
 
 
 class Session:

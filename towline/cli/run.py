@@ -52,7 +52,7 @@ from towline.cli.progress import Progress, Session
 from towline.cli.render import terminal_text
 from towline.cli.watch import add_thinking_option, stream_run
 from towline.cli.worker_log import add_log_options, worker_logging
-from towline.client import run_error, start_run, with_towline
+from towline.client import DEFAULT_TASK_QUEUE, own_task_queue, run_error, start_run, with_towline
 from towline.media import UnknownMediaType, binary_content
 from towline.messages import MESSAGES, BinaryContent, UserContent
 from towline.options import Limits
@@ -83,6 +83,7 @@ async def _poll(
     except ValidationError:
         return
     progress.handoffs(state.get("handoffs") or [])  # before the returns they follow
+    progress.resumed(state)  # before the return of the call an approval allowed
     progress.messages(messages)
     progress.state(state)
     if session is not None:
@@ -210,13 +211,17 @@ async def run_command(args: Any) -> int:
             args, target, [agent], stack, timeout=args.connect_timeout, plugins=obs.plugins)
         if args.model:  # the in-process worker allows the model it was asked to run
             client = with_towline(client, [agent], allowed_models=[args.model])
+        # Its own worker polls a queue of its own, so no other worker (`towline dev`'s, say)
+        # takes the run's tasks; a queue the user names, or the fleet's, is kept.
+        own = args.task_queue is None and not args.no_worker
+        queue: str = own_task_queue() if own else args.task_queue or DEFAULT_TASK_QUEUE
         if not args.no_worker:
-            await stack.enter_async_context(Worker(client, task_queue=args.task_queue,
+            await stack.enter_async_context(Worker(client, task_queue=queue,
                                                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN))
         reuse = (WorkflowIDReusePolicy.ALLOW_DUPLICATE if args.allow_duplicate
                  else WorkflowIDReusePolicy.REJECT_DUPLICATE)
         try:
-            handle = await start_run(client, agent, prompt, task_queue=args.task_queue,
+            handle = await start_run(client, agent, prompt, task_queue=queue,
                                      id=args.id, limits=limits, session=args.session,
                                      id_reuse_policy=reuse, model=args.model, stream=args.stream,
                                      priority=args.priority, tenant=args.tenant)
@@ -226,10 +231,14 @@ async def run_command(args: Any) -> int:
             raise _refused(e, attached, target.payload_store is not None) from None
         address = embedded.address if embedded else target.address
         url = workflow_url(base, target.namespace, handle.id)
+        if url and embedded:  # dead once this command ends: said how to open it then
+            url = embedded.later_link(url, args.state_dir)
         on = f", model {args.model}" if args.model else ""
-        say(f"Run {handle.id} started (agent {agent.name}{on}, task queue {args.task_queue}, "
+        mine = " (this command's own)" if own else ""
+        say(f"Run {handle.id} started (agent {agent.name}{on}, task queue {queue}{mine}, "
             f"server {address})")
-        progress = Progress(handle.id, quiet=args.quiet, show_thinking=not args.hide_thinking)
+        progress = Progress(handle.id, quiet=args.quiet, show_thinking=not args.hide_thinking,
+                            agent=agent)
         session = Session(agent, handle.id) if args.session else None
         # streaming: an agent (or run) that streams is shown as its events come
         streamed = not args.quiet and (agent.settings.stream if args.stream is None else args.stream)
@@ -255,7 +264,8 @@ async def run_command(args: Any) -> int:
             return 1
         if result is None:
             say(f"interrupted: run {handle.id} was not cancelled; it goes on when a worker for "
-                f"{agent.name!r} runs (towline show {handle.id}). Letting running calls finish "
+                f"{agent.name!r} polls task queue {queue} (towline worker --agent {args.agent} "
+                f"--task-queue {queue}; towline show {handle.id}). Letting running calls finish "
                 f"(up to {GRACEFUL_SHUTDOWN.total_seconds():g}s)...")
             return 130
         if not streamed:
@@ -326,4 +336,4 @@ def register(sub: Subcommands) -> None:
     add_tracing_option(p)
     add_log_options(p)
     add_embedding(p, "only if no server answers", "the configured address's port",
-                  ui_url=" (default: TOWLINE_UI_URL, or derived)")
+                  ui_url=" (default: TOWLINE_UI_URL, or derived)", own_queue=True)

@@ -22,7 +22,7 @@ from towline.cli.args import Subcommands, add_json, add_ui_url, command, model_s
 from towline.cli.common import EXIT_USAGE, CliError, connected, one_line, ui_base, workflow_url
 from towline.cli.render import print_json
 from towline.cli.runstate import workers_polling
-from towline.client import run_error
+from towline.client import is_own_queue, run_error
 from towline.timetravel.travel import (
     NotIdempotent,
     ResetPlan,
@@ -42,7 +42,11 @@ def _error(e: TimeTravelError) -> CliError:
 
 
 async def _worker_note(client: Client, task_queue: str, what: str) -> None:
-    if await workers_polling(client, task_queue, datetime.now(UTC)) is False:
+    if is_own_queue(task_queue):  # its worker ended with its command, a moment ago perhaps
+        print(f"note: task queue {task_queue!r} was one towline run command's own; {what} when "
+              f"a worker polls it (towline worker --agent MODULE:ATTR --task-queue {task_queue})",
+              file=sys.stderr)
+    elif await workers_polling(client, task_queue, datetime.now(UTC)) is False:
         print(f"note: no worker is polling task queue {task_queue!r}; {what} when one does "
               "(towline worker --agent MODULE:ATTR, or towline dev --agent MODULE:ATTR)",
               file=sys.stderr)

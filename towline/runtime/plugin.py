@@ -321,6 +321,9 @@ class TowlinePlugin(SimplePlugin):
             register_model_queues(queue, self.model_queues.table())
         config = super().configure_worker(config)
         client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
+        identity = config.get("identity") or (client.identity if client is not None else None)  # pyright: ignore[reportUnknownMemberType]
+        if queue and identity:  # named by a run this worker cannot serve
+            self.registry.identities[queue] = identity
         if client is not None and (
             converter := _converter(client.data_converter, self.encryption, self.payload_store)
         ) is not client.data_converter:

@@ -47,6 +47,9 @@ class WorkerAgents:
         default_factory=lambda: MappingProxyType({}))
     """By `id()`, the capabilities whose configuration a hook could change in place (not
     frozen all the way down): their description and attributes as the worker started."""
+    identities: dict[str, str] = field(default_factory=dict[str, str])
+    """The identity of the worker built with this registry on each task queue (recorded as
+    the worker is configured), which the errors of a run it cannot serve name."""
 
     @classmethod
     def of(
@@ -68,6 +71,18 @@ class WorkerAgents:
     def model_allowed(self, model: str, agent: Agent) -> bool:
         """Whether a run of `agent` may be switched to `model`."""
         return model == agent.model_name or self.access.allows(model)
+
+    def described(self, task_queue: str) -> str:
+        """This worker as a failure of a run it took names it: its identity, the queue, its
+        agents and models (`worker 42@host, which took this run's task from queue 'towline'
+        and serves agents calculator (models: their own)`)."""
+        identity = self.identities.get(task_queue)
+        who = f"worker {identity}" if identity else "the worker"
+        agents = ", ".join(sorted(self.agents)) or "none"
+        extra = "".join(f", {m}" for m in [*sorted(self.access.names),
+                                           *(repr(p) for p in self.access.patterns)])
+        return (f"{who}, which took this run's task from queue {task_queue!r} and serves agents "
+                f"{agents} (models: their own{extra})")
 
 
 def _watched(agents: Iterable[Agent]) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None]]:

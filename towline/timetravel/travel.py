@@ -32,6 +32,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
+from towline.client import DEFAULT_TASK_QUEUE, is_own_queue
 from towline.messages import prompt_text
 from towline.replay.records import without_instructions
 from towline.replay.run_history import (
@@ -86,7 +87,8 @@ class ForkPlan:
     input: RunInput
     """The new run's input."""
     task_queue: str
-    """The origin's task queue (the new run's, unless told otherwise)."""
+    """The origin's task queue (the new run's, unless told otherwise), or `towline` for a
+    run on a `towline run` command's own queue (`towline.client.is_own_queue`)."""
     notes: list[str] = field(default_factory=list[str])
     """What the fork could not take over as it was (e.g. a state the run did not record)."""
 
@@ -172,8 +174,10 @@ async def plan_fork(
         session_timeout=original.session_timeout,
         continue_as_new_after_events=original.continue_as_new_after_events,
     )
+    # a `towline run` command's own queue has no worker once the command ended: the fleet's
+    queue = DEFAULT_TASK_QUEUE if is_own_queue(run.task_queue) else run.task_queue
     return ForkPlan(origin=ForkedFrom(run_id=run_id, step=at_step), input=inp,
-                    task_queue=run.task_queue, notes=notes)
+                    task_queue=queue, notes=notes)
 
 
 async def start_fork(
