@@ -43,7 +43,8 @@ async def test_the_guardrail_and_handoff_pages_as_they_show(tmp_path: Path) -> N
             "I cannot do that refund myself (denied by guardrail 'refund_limit': refunds over "
             "100 EUR need a person); a colleague will call you.\n"), big
         faq = await readme(
-            'towline run examples.support:agent "What does the FAQ say about shipping?" --id support-faq',
+            'towline run examples.support:agent "What does the FAQ say about shipping?" --id support-faq '
+            "--no-worker",
             env=env, cwd=tmp_path)
         assert faq.code == 0 and faq.out == (
             "Here is what I found: Orders ship within two days.\n[removed: prompt injection]\n"

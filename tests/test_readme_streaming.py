@@ -45,7 +45,7 @@ async def test_run_streams_in_a_terminal_and_watch_shows_the_same_run(tmp_path: 
     watcher: asyncio.subprocess.Process | None = None
     try:
         term = await readme_pty(
-            'towline run examples.research:agent "Summarise README.md" --id research-1',
+            'towline run examples.research:agent "Summarise README.md" --id research-1 --no-worker',
             env=env, cwd=tmp_path)
         shown = await term.read_until("towline approve research-1 read_0")
         assert "[step 1] Let me look." in shown
@@ -105,7 +105,7 @@ async def test_watch_json_from_an_offset_and_show_follow(tmp_path: Path) -> None
     env = cli_env(address)
     try:
         term = await readme_pty(
-            'towline run examples.research:agent "Summarise README.md" --id research-1',
+            'towline run examples.research:agent "Summarise README.md" --id research-1 --no-worker',
             env=env, cwd=tmp_path)
         await term.read_until("towline approve research-1 read_0")
         assert (await readme("towline approve research-1 read_0", env=env, cwd=tmp_path)).code == 0

@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from towline.cli.common import CliError, one_line
 from towline.cli.runstate import agent_name, workers_polling
+from towline.client import is_own_queue
 from towline.events import RunEvent
 from towline.replay.events import events_from_history
 from towline.replay.run_history import HistoryReadError, read_run_history
@@ -56,13 +57,16 @@ async def events_read_back(client: Client, desc: Any,
 async def unreadable(client: Client, desc: Any, err: Exception) -> CliError:
     """Why the events of a run could not be read (a closed run needs a worker to read them)."""
     closed = desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
-    no_worker = "no poller seen" in str(err) or (
+    no_worker = "no poller seen" in str(err) or is_own_queue(desc.task_queue) or (
         await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False)
     if closed and no_worker:
         agent = await agent_name(client, desc)
+        queue = desc.task_queue
+        own = (f" --task-queue {queue}; the queue was one towline run command's own, whose worker "
+               "ended with it") if is_own_queue(queue) else ""
         return CliError(
             f"run {desc.id!r} has ended, and a finished run's events are read back by a worker "
-            f"for its agent: none polls task queue {desc.task_queue!r} (start one: towline worker "
-            f"--agent MODULE:ATTR for agent {agent or '...'!r}; or see the run with towline show "
-            f"{desc.id})")
+            f"for its agent: none polls task queue {queue!r} (start one: towline worker "
+            f"--agent MODULE:ATTR{own} for agent {agent or '...'!r}; or see the run with towline "
+            f"show {desc.id})")
     return CliError(f"cannot read the events of run {desc.id!r}: {one_line(err)}")
