@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 from pathlib import Path
 
-from cli_helpers import towline
+from cli_helpers import towline, towline_process
 from fake_server import FakeProvider, Reply
 from openai_replies import completion
-from readme import cli_env, read_until, readme, readme_process, stop_process
+from readme import cli_env, read_until, readme
 
 from towline.activities.providers._common import LOCAL_PLACEHOLDER_KEY
+from towline.devserver import free_port
 
 DEV_AGENTS = "calculator, calculator-test, careful-calculator"
 """What `towline dev --agent examples.calculator:agents` serves."""
@@ -32,8 +34,9 @@ TAKEN_BY = re.compile(r"on worker \d+@\S+, which took this run's task from queue
 async def test_towline_run_beside_towline_dev_runs_its_own_runs(
     tmp_path: Path, provider: FakeProvider
 ) -> None:
-    dev = await readme_process("towline dev --agent examples.calculator:agents",
-                               env=cli_env(), cwd=tmp_path)
+    dev = await towline_process("dev", "--agent", "examples.calculator:agents", "--port",
+                                str(free_port()), "--ui-port", str(free_port()),
+                                env=cli_env(), cwd=tmp_path)
     try:
         said = await read_until(dev.stderr, "Ctrl-C stops.")
         match = re.search(r"^Temporal server\s+(\S+)", said, flags=re.MULTILINE)
@@ -96,6 +99,7 @@ async def test_towline_run_beside_towline_dev_runs_its_own_runs(
         assert "allow it there with --allow-model PATTERN (towline worker or towline dev)" in refused.err
         assert len(provider.requests) == 1  # refused before any model request
     finally:
-        stop_process(dev)
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGINT)
         await asyncio.wait_for(dev.wait(), 60)
     assert dev.returncode == 0
