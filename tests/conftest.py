@@ -25,6 +25,13 @@ from towline.devserver import start_dev_server
 
 _exit_status: int | None = None
 
+# The suite starts hundreds of Python processes (commands, workers, scripts) that import the
+# same modules. Under PYTHONDONTWRITEBYTECODE each of them compiled every module again, and
+# pytest rewrote every test module's asserts again in each test process: here the bytecode
+# is written once (in the ignored __pycache__ folders) and read by every later process.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
