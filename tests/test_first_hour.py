@@ -4,6 +4,7 @@ subprocesses against live servers: the first run's UI link, an approved call's l
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shlex
 import signal
@@ -11,11 +12,15 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 from cli_helpers import TESTS_ON_PATH, towline, towline_process
 from readme import cli_env, read_until
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
 
 from towline.devserver import free_port
+from towline.runtime.ledger import HEADER_KEY, MEMO_KEY
 
 LATER_LINK = re.compile(r"^UI: (http://\S+) \(open it while `(towline dev[^`]*)` runs: this "
                         r"command's server stops with it\)$", re.MULTILINE)
@@ -83,3 +88,39 @@ async def test_an_approved_call_is_shown_once_in_one_form_and_resumes_before_its
     # `resumed` comes before the return of the call it allowed, and once
     assert lines.count("resumed") == 1, lines
     assert lines.index("resumed") < lines.index("[step 1]   multiply -> 42  (succeeded)"), lines
+
+
+def _numbers(payload: Payload) -> dict[str, Any]:
+    """A `towline.counters` payload's JSON, checked to be proto3 JSON of `RunCounters`."""
+    assert payload.metadata["encoding"] == b"json/protobuf"
+    assert payload.metadata["messageType"] == b"towline.v1.RunCounters"
+    data: dict[str, Any] = json.loads(payload.data)
+    return data
+
+
+async def test_the_ledgers_counters_are_numbers_in_the_memo_and_every_header(
+    client: Client, target: str, namespace: str
+) -> None:
+    wid = f"numbers-{uuid.uuid4().hex[:8]}"
+    done = await towline("run", "examples.calculator:agent", "What is 6 times 7?", "--id", wid,
+                         env=cli_env(target, namespace))
+    assert done.code == 0 and "Done: 2 steps, 1 tool call, 2 model requests, 30 tokens." in done.err
+    handle = client.get_workflow_handle(wid)
+    memo = _numbers((await handle.describe()).raw_info.memo.fields[MEMO_KEY])
+    # one representation: every counter a JSON number, the 64-bit ones (requests, tokens) too
+    assert {k: type(v) for k, v in memo.items()} == {
+        "agentVersion": str, "inputTokens": int, "maxSteps": int, "outputRetries": int,
+        "outputTokens": int, "requests": int, "runStep": int, "schemaVersion": int,
+        "toolCalls": int}, memo
+    assert (memo["runStep"], memo["toolCalls"], memo["requests"]) == (2, 1, 2)
+    assert memo["inputTokens"] + memo["outputTokens"] == 30
+    events = [e async for e in handle.fetch_history_events()]
+    written = [_numbers(p) for e in events for p in (
+        e.workflow_properties_modified_event_attributes.upserted_memo.fields.get(MEMO_KEY),
+        e.activity_task_scheduled_event_attributes.header.fields.get(HEADER_KEY)) if p]
+    assert len(written) >= 3  # the memo, and the header of each model request and tool call
+    for counters in written:
+        assert not [v for v in counters.values() if isinstance(v, str) and v.isdigit()], counters
+    # and read back as written: towline show's counters are the memo's
+    shown = json.loads((await towline("show", wid, "--json", env=cli_env(target, namespace))).out)
+    assert shown["counters"]["requests"] == 2 and shown["counters"]["input_tokens"] == memo["inputTokens"]

@@ -19,9 +19,13 @@ as an activity's exception, keep theirs).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
+import google.protobuf.message
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
@@ -32,6 +36,7 @@ from temporalio.converter import (
     DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
+    JSONProtoPayloadConverter,
     PayloadConverter,
 )
 from temporalio.exceptions import ApplicationError
@@ -61,17 +66,44 @@ class _CompactJSON(PydanticJSONPlainPayloadConverter):
                        data=to_json(value, context={COMPACT: True}))
 
 
+_INT64 = frozenset({FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64,
+                    FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED64,
+                    FieldDescriptor.TYPE_SFIXED64})
+
+
+class _NumericJSONProto(JSONProtoPayloadConverter):
+    """`json/protobuf` as Temporal writes it, but 64-bit integers as JSON numbers, not the
+    strings proto3 JSON prints them as (which every proto3 JSON parser reads as well): the
+    ledger's counters (`towline.v1.RunCounters`) read `"requests": 2` beside `"runStep": 2`
+    in the memo and headers, not `"requests": "2"`."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if not isinstance(value, google.protobuf.message.Message):
+            return None
+        data: dict[str, Any] = json_format.MessageToDict(value)
+        for field in value.DESCRIPTOR.fields:
+            if field.type in _INT64 and not field.is_repeated and (
+                    field.json_name in data):
+                data[field.json_name] = int(data[field.json_name])
+        return Payload(metadata={"encoding": self.encoding.encode(),
+                                 "messageType": value.DESCRIPTOR.full_name.encode()},
+                       data=json.dumps(data, separators=(",", ":"), sort_keys=True).encode())
+
+
 class TowlinePayloadConverter(PydanticPayloadConverter):
     """`PydanticPayloadConverter`; untyped payloads that fail to decode become `RawValue`.
 
     Messages are written without fields at their default (`towline.messages.COMPACT`):
     a history repeats them at every step, and every reader's defaults restore them.
+    Protobuf messages (the ledger's counters) are `json/protobuf` with 64-bit integers as
+    numbers (`_NumericJSONProto`).
     """
 
     def __init__(self) -> None:
-        compact = _CompactJSON()
+        compact, numeric = _CompactJSON(), _NumericJSONProto()
         CompositePayloadConverter.__init__(self, *(
-            compact if isinstance(c, JSONPlainPayloadConverter) else c
+            compact if isinstance(c, JSONPlainPayloadConverter) else
+            numeric if isinstance(c, JSONProtoPayloadConverter) else c
             for c in DefaultPayloadConverter.default_encoding_payload_converters
         ))
 
