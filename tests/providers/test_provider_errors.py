@@ -166,15 +166,22 @@ async def test_context_overflow_is_its_own_reason(
     assert len(fake.requests) == 1
 
 
+@pytest.mark.parametrize(("model", "url_env", "key_env", "path"), [
+    ("openai:gpt-4.1-mini", "OPENAI_BASE_URL", "OPENAI_API_KEY", "/v1"),
+    ("anthropic:claude-sonnet-4-6", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", ""),
+    ("ollama:llama3.2", "OLLAMA_BASE_URL", "OPENAI_API_KEY", "/v1"),
+], ids=["openai", "anthropic", "ollama"])
 async def test_an_unreachable_endpoint_is_retried_and_named_with_its_variable_not_its_key(
-    client: Client, monkeypatch: pytest.MonkeyPatch
+    client: Client, monkeypatch: pytest.MonkeyPatch, model: str, url_env: str, key_env: str,
+    path: str,
 ) -> None:
     from towline.devserver import free_port
 
     port = free_port()  # nothing listens there
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    agent = Agent(name="prov-err-unreachable", model="openai:gpt-4.1-mini",
+    monkeypatch.setenv(url_env, f"http://127.0.0.1:{port}{path}")
+    monkeypatch.setenv(key_env, KEY)
+    provider = model.split(":")[0]
+    agent = Agent(name=f"prov-err-unreachable-{provider}", model=model,
                   model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100),
                                                  maximum_attempts=2))
     async with towline_worker(client, [agent]) as (tc, queue):
@@ -183,11 +190,13 @@ async def test_an_unreachable_endpoint_is_retried_and_named_with_its_variable_no
             await run(tc, agent, "hi", task_queue=queue, id=f"{handle.id}-again")
     assert info.value.reason == "ModelRequestFailed"
     # where it went and where that came from, and why: a typo or a server not started shows
-    assert (f"openai: the endpoint http://127.0.0.1:{port}/v1 (OPENAI_BASE_URL) could not be "
-            "reached (APIConnectionError: ") in info.value.message
+    sdk = "anthropic" if provider == "anthropic" else "openai"  # ollama speaks OpenAI's API
+    assert (f"{sdk}: the endpoint http://127.0.0.1:{port}{path} ({url_env}) could not be "
+            "reached (APIConnectionError: ") in info.value.message, info.value.message
     [attempt] = model_attempts(list((await handle.fetch_history()).events))
     assert (attempt["attempt"], attempt["last_failure_type"]) == (2, "ModelConnectionError")
     assert KEY not in await history_text(handle)
+    assert KEY not in info.value.message
 
 
 async def test_a_local_endpoint_needs_no_api_key(
