@@ -62,6 +62,7 @@ async def test_the_human_in_the_loop_page_runs_as_written(target: str) -> None:
 
     frozen = await readme_process('towline run examples.payments:desk "pay 900 to dave and 500 to '
                                   'erin" --id pay-2', env=env)
+    await read_until(frozen.stderr, "pay_2")  # the run says its second call waits
     await _pending(env, "pay-2", 2)
     policy = await readme('towline policy pay-2 --rule pay=deny:"payments are frozen until Monday" '
                           '--by ops --reason "quarter close"', env=env)
@@ -73,6 +74,7 @@ async def test_the_human_in_the_loop_page_runs_as_written(target: str) -> None:
 
     batch = await readme_process('towline run examples.payments:desk "pay 300 to frank and 400 to '
                                  'gina" --id pay-3', env=env)
+    await read_until(batch.stderr, "pay_2")  # the run says its second call waits
     await _pending(env, "pay-3", 2)
     rejected = await readme('towline reject pay-3 --all --reason "no payments today" --by alice',
                             env=env)
@@ -81,6 +83,7 @@ async def test_the_human_in_the_loop_page_runs_as_written(target: str) -> None:
 
     plain = await readme_process('towline run examples.payments:desk "pay 300 to hank and 350 to '
                                  'ivy" --id pay-4', env=env)
+    await read_until(plain.stderr, "pay_2")  # the run says its second call waits
     await _pending(env, "pay-4", 2)
     queried = await readme("temporal workflow query --name state --workflow-id pay-4", env=env)
     assert queried.code == 0 and '"digest"' in queried.out, queried
