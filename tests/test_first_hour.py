@@ -14,12 +14,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_helpers import TESTS_ON_PATH, towline, towline_process
 from readme import cli_env, read_until
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
+from towline.cli.progress import Progress
 from towline.devserver import free_port
+from towline.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from towline.runtime.ledger import HEADER_KEY, MEMO_KEY
 
 LATER_LINK = re.compile(r"^UI: (http://\S+) \(open it while `(towline dev[^`]*)` runs: this "
@@ -124,3 +127,22 @@ async def test_the_ledgers_counters_are_numbers_in_the_memo_and_every_header(
     # and read back as written: towline show's counters are the memo's
     shown = json.loads((await towline("show", wid, "--json", env=cli_env(target, namespace))).out)
     assert shown["counters"]["requests"] == 2 and shown["counters"]["input_tokens"] == memo["inputTokens"]
+
+
+def test_a_handoff_learnt_after_its_calls_return_is_still_reported_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `towline run` queries `state` (the handoffs) before `messages`: a handoff recorded
+    # between the two shows its call's return first, and the handoff at the next poll
+    progress = Progress("run-1")
+    call = ToolCallPart(tool_name="transfer_to_billing", args={}, tool_call_id="c1")
+    progress.messages([ModelResponse(parts=[call], id="r1"), ModelRequest(parts=[ToolReturnPart(
+        tool_name="transfer_to_billing", content="Transferred to billing.", tool_call_id="c1")],
+        id="q1")])
+    progress.handoffs([{"call_id": "c1", "to_agent": "billing"}])
+    progress.handoffs([{"call_id": "c1", "to_agent": "billing"}])  # the next poll, the result
+    assert capsys.readouterr().err.splitlines() == [
+        "[step 1] model calls transfer_to_billing()",
+        "[step 1]   transfer_to_billing -> Transferred to billing.  (succeeded)",
+        "[step 1] handed off to billing",
+    ]

@@ -49,6 +49,8 @@ class Progress:
         self.status = "running"
         self.announced: set[str] = set()
         self.approving = False
+        self.returned: dict[str, int] = {}
+        """The step of each tool call whose return was printed, by call id."""
         self.handed: dict[str, str] = {}
         """Handoffs (`towline.capabilities.Handoff`) by their call id: the agent handed to,
         reported after that call's return."""
@@ -104,6 +106,7 @@ class Progress:
             if p.part_kind == "tool_return":
                 self._say(f"[step {self.step}]   {p.tool_name} -> {content(p.content, 80)}"
                           f"  ({p.status})")
+                self.returned[p.tool_call_id] = self.step
                 if p.tool_call_id in self.handed:
                     self._say(f"[step {self.step}] handed off to {self.handed[p.tool_call_id]}")
             elif p.part_kind == "retry":
@@ -116,7 +119,11 @@ class Progress:
         returns they follow are printed."""
         for h in records:
             data: dict[str, Any] = h.model_dump() if isinstance(h, HandoffRecord) else dict(h)
-            self.handed[str(data.get("call_id"))] = str(data.get("to_agent"))
+            call_id, to = str(data.get("call_id")), str(data.get("to_agent"))
+            known = call_id in self.handed
+            self.handed[call_id] = to
+            if not known and call_id in self.returned:  # its return came first (an earlier poll)
+                self._say(f"[step {self.returned[call_id]}] handed off to {to}")
 
     def state(self, state: dict[str, Any]) -> None:
         """Report status changes, handoffs and tool calls waiting for approval."""
