@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from uuid import uuid4
 
 import pytest
@@ -22,6 +22,7 @@ import temporalio.client
 from temporalio.testing import WorkflowEnvironment
 
 from towline.devserver import start_dev_server
+from towline.runtime.heap import paused_gc
 
 _exit_status: int | None = None
 
@@ -65,6 +66,15 @@ def namespace(env: WorkflowEnvironment) -> str:
 def task_queue() -> str:
     """A task queue name unique to this test, so workers of different tests never mix."""
     return f"tq-{uuid4()}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Collect with the cyclic collector paused: importing the test modules (and the provider
+    SDKs they use) builds tens of thousands of classes, which each test process does."""
+    del session
+    with paused_gc():
+        return (yield)
 
 
 @pytest.hookimpl(trylast=True)
