@@ -36,6 +36,12 @@ from towline.results import ClientToolSpec, Counters, PartialRun, RunInput, RunR
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import MEMO_KEY, to_proto
 from towline.runtime.plugin import TowlinePlugin
+from towline.runtime.queues import (
+    DEFAULT_TASK_QUEUE,
+    OWN_QUEUE_PREFIX,
+    is_own_queue,
+    own_task_queue,
+)
 from towline.runtime.registration import unregistered_attribute
 from towline.runtime.search_attributes import start_attributes
 from towline.storage.payload_store import PayloadStore
@@ -49,23 +55,6 @@ __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run
            "OWN_QUEUE_PREFIX", "own_task_queue", "is_own_queue"]
 
 DEFAULT_ADDRESS = "localhost:7233"
-DEFAULT_TASK_QUEUE = "towline"
-OWN_QUEUE_PREFIX = "towline-run-"
-"""How the task queue of one `towline run` invocation's own worker begins (`own_task_queue`):
-no other worker polls it, so no other worker can take its run's tasks."""
-
-
-def own_task_queue() -> str:
-    """A new task queue for one command's in-process worker: `towline-run-<random>`."""
-    return f"{OWN_QUEUE_PREFIX}{_suffix()}"
-
-
-def is_own_queue(task_queue: str) -> bool:
-    """Whether `task_queue` was one `towline run` command's own: nothing polls it once the
-    command has ended (a fork of its run goes to `DEFAULT_TASK_QUEUE` instead)."""
-    return task_queue.startswith(OWN_QUEUE_PREFIX)
-
-
 def connect_config(address: str | None = None, namespace: str | None = None) -> dict[str, Any]:
     """Keyword arguments for `Client.connect` from environment configuration (and overrides)."""
     config: dict[str, Any] = dict(ClientConfigProfile.load().to_client_connect_config())

@@ -5,6 +5,11 @@ answer) straight to the process's standard output, in colour, between a command'
 `towline run --json` then prints something that is not JSON. Forwarded, they are records of
 the `temporalio.core` logger, which the CLI's handlers print as one line on standard error
 (and the log file keeps), like every other warning.
+
+One warning is dropped: the core's `TMPRL1103`, a payload over its 512 KiB warning size.
+towline measures the payloads it sends itself and refuses one over the server's limit with
+the fix named (a payload store); the core's line would say the same thing less usefully,
+and for every payload between the two sizes.
 """
 
 from __future__ import annotations
@@ -16,14 +21,27 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 __all__ = ["CORE_LOGGER", "core_logging", "forwarding_runtime"]
 
 CORE_LOGGER = "temporalio.core"
-"""The Python logger the core's records are forwarded to (its target appended to the name)."""
+"""The Python logger the core's records are forwarded to (its target begins the message)."""
+
+_DROPPED = ("[TMPRL1103]",)
+"""The core's warnings towline says better itself (the module's docstring)."""
+
+
+class _Drop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(code in message for code in _DROPPED)
+
+
+_CORE = logging.getLogger(CORE_LOGGER)
+_CORE.addFilter(_Drop())
 
 
 def core_logging() -> LoggingConfig:
     """The SDK's default level filter (core warnings, others' errors), forwarded to
     `CORE_LOGGER` instead of printed to standard output."""
     return LoggingConfig(filter=LoggingConfig.default.filter,
-                         forwarding=LogForwardingConfig(logger=logging.getLogger(CORE_LOGGER)))
+                         forwarding=LogForwardingConfig(logger=_CORE, append_target_to_name=False))
 
 
 def forwarding_runtime() -> Runtime:

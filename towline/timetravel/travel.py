@@ -32,7 +32,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
-from towline.client import DEFAULT_TASK_QUEUE, is_own_queue
 from towline.messages import prompt_text
 from towline.replay.records import without_instructions
 from towline.replay.run_history import (
@@ -44,6 +43,7 @@ from towline.replay.run_history import (
 )
 from towline.results import RunInput, RunResult
 from towline.runtime import search_attributes as sa
+from towline.runtime.queues import DEFAULT_TASK_QUEUE, is_own_queue
 from towline.runtime.registration import unregistered_attribute
 from towline.timetravel.lineage import FORKED_FROM_MEMO, ForkedFrom
 
@@ -88,7 +88,7 @@ class ForkPlan:
     """The new run's input."""
     task_queue: str
     """The origin's task queue (the new run's, unless told otherwise), or `towline` for a
-    run on a `towline run` command's own queue (`towline.client.is_own_queue`)."""
+    run on a `towline run` command's own queue (`towline.runtime.queues.is_own_queue`)."""
     notes: list[str] = field(default_factory=list[str])
     """What the fork could not take over as it was (e.g. a state the run did not record)."""
 
