@@ -22,7 +22,15 @@ from typing import Any
 
 import pytest
 from cli_helpers import patch_ids, towline_upserts
-from history_agents import HISTORY_AGENTS, RECORDINGS, flaky, lookup, tools_agent, tools_script
+from history_agents import (
+    ENGINE4_RECORDINGS,
+    HISTORY_AGENTS,
+    RECORDINGS,
+    flaky,
+    lookup,
+    tools_agent,
+    tools_script,
+)
 from history_agents import PNG as FRONTIER_PNG
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
@@ -44,7 +52,7 @@ from towline.runtime.fingerprint import agent_version
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_2, ENGINE_3
+from towline.workflows.versions import ENGINE_2, ENGINE_3, ENGINE_4
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -58,7 +66,7 @@ def _replayer() -> Replayer:
 
 def test_every_recording_has_a_committed_history() -> None:
     names = {p.name.split(".")[0] for p in FILES}
-    assert names == {r.workflow_id for r in RECORDINGS}
+    assert names == {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS]}
     assert any(".run2." in p.name for p in FILES), "a continued-as-new execution is committed"
 
 
@@ -258,3 +266,11 @@ def test_the_engine_3_histories_record_what_this_release_adds() -> None:
     pays = [e for e in approval if e.HasField("activity_task_scheduled_event_attributes")
             and e.activity_task_scheduled_event_attributes.activity_type.name == "towline.tool.pay"]
     assert len(pays) == 2
+
+
+def test_the_engine_4_histories_were_written_by_engine_4() -> None:
+    """Each committed engine-4 recording's first execution records the engine-4 marker (and no
+    older engine's), so replaying it checks today's code against engine 4's commands."""
+    for rec in ENGINE4_RECORDINGS:
+        ids = patch_ids(load_history(HISTORIES / f"{rec.workflow_id}.json").events)
+        assert ENGINE_4 in ids and ENGINE_3 not in ids and ENGINE_2 not in ids, (rec.workflow_id, ids)
