@@ -133,14 +133,36 @@ def choose_port(requested: int | None, default: int, what: str, notes: list[str]
 
 
 async def start_embedded(
-    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None = None
+    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None = None,
+    *, movable: bool = False,
 ) -> Embedded:
     """Start the dev server on a SQLite file in `state_dir`, search attributes registered.
 
     The server's own output goes to ``<state_dir>/temporal.log`` (not to our stdout, which
     carries answers); the log's end is quoted if the server fails to start.
-    `ui_codec_endpoint` is the codec server its UI decodes payloads with.
+    `ui_codec_endpoint` is the codec server its UI decodes payloads with. `movable`: the ports
+    were defaults (nobody asked for them), so when another process takes one between the
+    check and the server's bind, the server starts once more on free ports.
     """
+    try:
+        return await _start_embedded(state_dir, namespace, port, ui_port, ui_codec_endpoint)
+    except _PortTaken:
+        if not movable:
+            raise
+    return await _start_embedded(state_dir, namespace, free_port(), free_port(), ui_codec_endpoint)
+
+
+_TAKEN = "address already in use"
+"""What the server's log says when a port it was to listen on was taken."""
+
+
+class _PortTaken(CliError):
+    """The server could not listen on a port: another process took it first."""
+
+
+async def _start_embedded(
+    state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None
+) -> Embedded:
     try:
         lock = StateLock(state_dir).acquire()
     except StateDirInUse as e:
@@ -158,8 +180,14 @@ async def start_embedded(
     except (OSError, RuntimeError, RPCError) as e:
         await process.stop()
         lock.release()
-        raise CliError(f"cannot start the embedded Temporal server: {one_line(e)} "
-                       f"(see {process.log_path})") from None
+        error = _PortTaken if _TAKEN in str(e) else CliError
+        raise error(f"cannot start the embedded Temporal server: {one_line(e)} "
+                    f"(see {process.log_path})") from None
+    if not process.running:  # it answered, then exited: a port of its was taken after all
+        await process.stop()
+        lock.release()
+        raise _PortTaken(f"cannot start the embedded Temporal server: {_TAKEN} "
+                         f"(see {process.log_path})")
     ui_url = f"http://localhost:{ui_port}"
     record_ui(port, ui_url, process.pid)
     return Embedded(process=process, client=client, ui_url=ui_url)
@@ -200,7 +228,8 @@ async def connect_or_embed(
     ui_port = choose_port(args.ui_port, DEFAULT_UI_PORT, "Temporal UI", notes)
     say(f"No Temporal server at {target.address}; starting an embedded one "
         f"(state in {Path(args.state_dir) / 'temporal.db'})")
-    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port)
+    embedded = await start_embedded(Path(args.state_dir), target.namespace, port, ui_port,
+                                    movable=args.port is None and args.ui_port is None)
     stack.push_async_callback(embedded.kill)
     for note in notes:
         say(f"note: {note}")

@@ -134,8 +134,9 @@ async def dev_command(args: Any) -> int:
             same_user=mine, path="" if mine else secret_path()).start()
     stop = stop_event()
     try:
-        embedded = await start_embedded(state_dir, namespace, port, ui_port,
-                                        codec.url if codec else None)
+        embedded = await start_embedded(
+            state_dir, namespace, port, ui_port, codec.url if codec else None,
+            movable=args.port is None and args.ui_port is None and codec is None)
     except BaseException:
         if codec is not None:
             codec.stop()

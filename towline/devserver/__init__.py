@@ -35,6 +35,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 from temporalio.service import RPCError
 
+from towline.devserver.listeners import listens_on
 from towline.devserver.state_lock import StateDirInUse, StateLock
 from towline.runtime.registration import register_search_attributes
 from towline.runtime.search_attributes import SQL_VISIBILITY_KEYS
@@ -300,7 +301,10 @@ class DevServerProcess:
                     ListSearchAttributesRequest(namespace=self.namespace),
                     timeout=timedelta(seconds=5),
                 )
-                return
+                if self._listening(process.pid):
+                    return
+                # another server answered on the port: this one exits (its bind failed)
+                last_error = RuntimeError(f"another process listens on {self.address}")
             # Connection refused (RuntimeError from the core client), namespace not ready yet
             # (RPCError), or a hung attempt (TimeoutError): all mean "try again".
             except (RuntimeError, RPCError, TimeoutError, OSError) as err:
@@ -310,6 +314,12 @@ class DevServerProcess:
             f"dev server at {self.address} not ready after {self.startup_timeout}s "
             f"(last error: {last_error!r}):\n{self._log_tail()}"
         )
+
+    def _listening(self, pid: int) -> bool:
+        """Whether the server `pid` holds its ports' listening sockets (the gRPC port, and the
+        UI's if it has one), where the system tells; elsewhere, whether it is alive."""
+        ports = [self.port] + ([self.ui_port] if self.ui_port is not None else [])
+        return all(listens_on(pid, port) is not False for port in ports)
 
     def _log_tail(self, lines: int = 30) -> str:
         """The last lines of the server log, for error messages."""
