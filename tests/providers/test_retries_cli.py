@@ -63,13 +63,27 @@ async def test_run_logs_one_line_per_failed_attempt_and_the_traceback_in_its_log
     assert done.code == 0, done
     assert done.out.strip() == "fine after all"
     assert "Traceback" not in done.err
-    failed = [line for line in done.err.splitlines() if line.startswith("towline: activity ")]
-    assert len(failed) == 2, done.err
-    assert "towline.model_request attempt 1 failed: HTTP500" in failed[0], failed
-    assert "attempt 2 failed" in failed[1] and f"[traceback in {log}]" in failed[1], failed
+    # following its run, the command tells of each attempt once: its progress line, not also
+    # the worker's log line
+    told = [line for line in done.err.splitlines() if " model request attempt " in line]
+    assert [line.split(" failed: ")[0] for line in told] == [
+        "[step 1] model request attempt 1", "[step 1] model request attempt 2"], done.err
+    assert "HTTP 500: openai: the server had an error" in told[0], told
     logged = log.read_text()
     assert logged.count("Traceback (most recent call last)") == 2, logged
     assert "the server had an error" in logged
+
+    # --quiet prints no progress: the worker's one line per attempt says where the traceback is
+    _fail_twice(provider, "quietly fine")
+    quiet = await towline("run", "retry_agents:flaky", "hi", "--task-queue", f"q-{tmp_path.name}",
+                          "--quiet", "--log-file", str(log), env=env)
+    assert quiet.code == 0 and quiet.out.strip() == "quietly fine", quiet
+    assert "Traceback" not in quiet.err
+    failed = [line for line in quiet.err.splitlines() if line.startswith("towline: activity ")]
+    assert len(failed) == 2, quiet.err
+    assert "towline.model_request attempt 1 failed: HTTP500" in failed[0], failed
+    assert "attempt 2 failed" in failed[1] and f"[traceback in {log}]" in failed[1], failed
+    assert log.read_text().count("Traceback (most recent call last)") == 4
 
     _fail_twice(provider, "again fine")
     verbose = await towline("run", "retry_agents:flaky", "hi", "--task-queue",
@@ -80,7 +94,7 @@ async def test_run_logs_one_line_per_failed_attempt_and_the_traceback_in_its_log
     # streaming, the attempts are told of beside the run's events
     assert "[step 1] model request attempt 1 failed: HTTP 500: openai: the server had an error" \
         in verbose.err
-    assert log.read_text().count("Traceback (most recent call last)") == 4
+    assert log.read_text().count("Traceback (most recent call last)") == 6
 
 
 async def test_run_and_watch_show_each_failed_attempt_and_show_lists_them(

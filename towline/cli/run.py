@@ -194,7 +194,7 @@ async def run_command(args: Any) -> int:
     if args.session and args.json:
         raise CliError("--json prints a finished run's RunResult; a session's answers are printed "
                        "as they come (towline send --json prints one as JSON)", 2)
-    worker_logging(args)
+    worker_logging(args, attempts_told=not args.quiet)  # the progress tells of each attempt
     agent = load_agent(args.agent)
     text = read_prompt(args.prompt, args.prompt_file)
     attached = attachments(args.attach)

@@ -98,9 +98,20 @@ _INSTALLED: list[logging.Handler] = []
 """The handlers `worker_logging` added to the root logger."""
 
 
-def worker_logging(args: Any) -> None:
+class _ToldElsewhere(logging.Filter):
+    """Leaves out the failed-attempt records: the command's own lines tell of them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "__temporal_error_identifier", None) != _FAILED
+
+
+def worker_logging(args: Any, *, attempts_told: bool = False) -> None:
     """Log as `add_log_options` says: warnings on stderr, one line each unless
-    `--verbose`; everything from INFO on, with tracebacks, in the log file."""
+    `--verbose`; everything from INFO on, with tracebacks, in the log file.
+
+    `attempts_told`: the command prints each failed attempt itself (`towline run` following
+    its run: `[step 1] model request attempt 1 failed: ...; retrying in 2 s`), so the worker's
+    own line would say it twice; the log file still has the record and its traceback."""
     root = logging.getLogger()
     for handler in _INSTALLED:  # a second call (tests run commands in one process) replaces
         root.removeHandler(handler)
@@ -112,6 +123,8 @@ def worker_logging(args: Any) -> None:
         terminal.setFormatter(logging.Formatter("towline: %(message)s"))
     else:
         terminal.setFormatter(OneLine(log_file))
+        if attempts_told:
+            terminal.addFilter(_ToldElsewhere())
     handlers: list[logging.Handler] = [terminal]
     if log_file:
         file = _LazyFile(log_file, delay=True, encoding="utf-8")
