@@ -160,6 +160,24 @@ class _PortTaken(CliError):
     """The server could not listen on a port: another process took it first."""
 
 
+def _log_size(process: DevServerProcess) -> int:
+    try:
+        return process.log_path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _server_log(process: DevServerProcess, since: int) -> str:
+    """What the server logged from byte `since` on: this start's whole log, whose bind error
+    comes first, before a long Go panic the quoted tail shows instead."""
+    try:
+        with process.log_path.open("rb") as log:
+            log.seek(since)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 async def _start_embedded(
     state_dir: Path, namespace: str, port: int, ui_port: int, ui_codec_endpoint: str | None
 ) -> Embedded:
@@ -173,6 +191,7 @@ async def _start_embedded(
     )
     process.log_path.unlink(missing_ok=True)
     process.log_path = state_dir / LOG_FILENAME
+    logged = _log_size(process)
     try:
         await process.start()
         client = await Client.connect(process.address, namespace=namespace)
@@ -180,7 +199,7 @@ async def _start_embedded(
     except (OSError, RuntimeError, RPCError) as e:
         await process.stop()
         lock.release()
-        error = _PortTaken if _TAKEN in str(e) else CliError
+        error = _PortTaken if _TAKEN in _server_log(process, logged) else CliError
         raise error(f"cannot start the embedded Temporal server: {one_line(e)} "
                     f"(see {process.log_path})") from None
     if not process.running:  # it answered, then exited: a port of its was taken after all
