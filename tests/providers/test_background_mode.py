@@ -188,6 +188,11 @@ async def test_a_worker_killed_between_polls_loses_nothing(
     first = spawn(queue)  # a worker process of its own, SIGKILLed between two polls
     handle = await start_run(tc, BACKGROUND_AGENT.name, "Where do otters live?", task_queue=queue)
     await until(lambda: len(background.polls) >= 2, 60)
+    # between two polls: no poll activity in flight (a poll lost mid-flight would wait out its
+    # start-to-close timeout before another worker retried it), the run on its timer
+    async with asyncio.timeout(30):
+        while (await handle.describe()).raw_description.pending_activities:
+            await asyncio.sleep(0.01)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     seen = len(background.polls)
