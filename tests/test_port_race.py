@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from towline.cli.common import CliError
 from towline.cli.embedded import start_embedded
-from towline.devserver import DevServerProcess, free_port
+from towline.devserver import DevServerProcess, PortTaken, free_port
 from towline.devserver.listeners import listens_on
 
 
@@ -27,7 +27,7 @@ def _taken(env: WorkflowEnvironment) -> int:
 
 async def test_a_server_on_a_taken_port_is_not_ready(env: WorkflowEnvironment, tmp_path: Path) -> None:
     server = DevServerProcess(db_path=tmp_path / "t.db", port=_taken(env), log_path=tmp_path / "log")
-    with pytest.raises(RuntimeError, match="address already in use"):
+    with pytest.raises(PortTaken, match="address already in use"):
         await server.start()
     assert not server.running
 
@@ -41,7 +41,9 @@ async def test_the_embedded_server_moves_off_a_default_port_taken_meanwhile(
     embedded = await start_embedded(tmp_path / "default", "default", taken, free_port(), movable=True)
     try:
         assert embedded.process.port != taken
+        # the server that answers is the new one, on its own ports
         assert listens_on(embedded.process.pid, embedded.process.port) is True
-        assert embedded.client.service_client.config.target_host == embedded.address
+        assert embedded.process.ui_port is not None
+        assert listens_on(embedded.process.pid, embedded.process.ui_port) is True
     finally:
         await embedded.kill()

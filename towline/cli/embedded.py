@@ -36,7 +36,7 @@ from towline.cli.common import (
     ui_base,
 )
 from towline.client import with_towline
-from towline.devserver import DevServerProcess, StateDirInUse, StateLock, free_port
+from towline.devserver import DevServerProcess, PortTaken, StateDirInUse, StateLock, free_port
 from towline.devserver.ui_registry import forget_ui, record_ui
 from towline.runtime.registration import register_search_attributes
 from towline.storage.payload_store import STORE_ENV
@@ -152,30 +152,8 @@ async def start_embedded(
     return await _start_embedded(state_dir, namespace, free_port(), free_port(), ui_codec_endpoint)
 
 
-_TAKEN = "address already in use"
-"""What the server's log says when a port it was to listen on was taken."""
-
-
 class _PortTaken(CliError):
     """The server could not listen on a port: another process took it first."""
-
-
-def _log_size(process: DevServerProcess) -> int:
-    try:
-        return process.log_path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _server_log(process: DevServerProcess, since: int) -> str:
-    """What the server logged from byte `since` on: this start's whole log, whose bind error
-    comes first, before a long Go panic the quoted tail shows instead."""
-    try:
-        with process.log_path.open("rb") as log:
-            log.seek(since)
-            return log.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 async def _start_embedded(
@@ -191,7 +169,6 @@ async def _start_embedded(
     )
     process.log_path.unlink(missing_ok=True)
     process.log_path = state_dir / LOG_FILENAME
-    logged = _log_size(process)
     try:
         await process.start()
         client = await Client.connect(process.address, namespace=namespace)
@@ -199,14 +176,9 @@ async def _start_embedded(
     except (OSError, RuntimeError, RPCError) as e:
         await process.stop()
         lock.release()
-        error = _PortTaken if _TAKEN in _server_log(process, logged) else CliError
+        error = _PortTaken if isinstance(e, PortTaken) else CliError
         raise error(f"cannot start the embedded Temporal server: {one_line(e)} "
                     f"(see {process.log_path})") from None
-    if not process.running:  # it answered, then exited: a port of its was taken after all
-        await process.stop()
-        lock.release()
-        raise _PortTaken(f"cannot start the embedded Temporal server: {_TAKEN} "
-                         f"(see {process.log_path})")
     ui_url = f"http://localhost:{ui_port}"
     record_ui(port, ui_url, process.pid)
     return Embedded(process=process, client=client, ui_url=ui_url)

@@ -51,6 +51,11 @@ def _failure(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {one_line(exc)}"
 
 
+def _failed_attempt(record: logging.LogRecord) -> bool:
+    """Whether `record` is the SDK's of a failed activity attempt."""
+    return getattr(record, "__temporal_error_identifier", None) == _FAILED
+
+
 class OneLine(logging.Formatter):
     """A record as one line: a failed activity attempt as what failed, on which attempt, why;
     any other record's traceback as its exception's one line (`where`: the log file)."""
@@ -62,7 +67,7 @@ class OneLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         exc = record.exc_info[1] if record.exc_info else None
         info: dict[str, Any] = getattr(record, "temporal_activity", None) or {}
-        if getattr(record, "__temporal_error_identifier", None) == _FAILED and info:
+        if _failed_attempt(record) and info:
             text = (f"activity {info.get('activity_type')} attempt {info.get('attempt')} failed: "
                     f"{_failure(exc)} (workflow {info.get('workflow_id')}; Temporal retries it "
                     "unless that was its last attempt)")
@@ -102,7 +107,7 @@ class _ToldElsewhere(logging.Filter):
     """Leaves out the failed-attempt records: the command's own lines tell of them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return getattr(record, "__temporal_error_identifier", None) != _FAILED
+        return not _failed_attempt(record)
 
 
 def worker_logging(args: Any, *, attempts_told: bool = False) -> None:

@@ -42,6 +42,7 @@ from towline.runtime.search_attributes import SQL_VISIBILITY_KEYS
 
 __all__ = [
     "DevServerProcess",
+    "PortTaken",
     "StateLock",
     "StateDirInUse",
     "free_port",
@@ -168,6 +169,15 @@ async def start_dev_server(
     return env
 
 
+class PortTaken(RuntimeError):
+    """The server could not listen on one of its ports: another process had taken it (between
+    a check that it was free and the server's bind, say)."""
+
+
+_TAKEN = "address already in use"
+"""What the server logs when a port it was to listen on is taken."""
+
+
 class DevServerProcess:
     """A dev server child process that can be killed and restarted on the same database.
 
@@ -213,6 +223,7 @@ class DevServerProcess:
         self.log_path = log_path
         self.ui_codec_endpoint = ui_codec_endpoint
         self._process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     @property
     def address(self) -> str:
@@ -270,6 +281,7 @@ class DevServerProcess:
         # A plain Popen (it returns at once) rather than an asyncio subprocess, so that
         # kill() is synchronous and works from any event loop or from none.
         with self.log_path.open("ab") as log:
+            self._log_start = log.tell()  # this start's log: what follows, in an appended file
             linux = sys.platform.startswith("linux")
             parent = os.getpid()
             self._process = subprocess.Popen(  # noqa: ASYNC220
@@ -291,7 +303,10 @@ class DevServerProcess:
             process = self._process
             if process is None or process.poll() is not None:
                 code = None if process is None else process.returncode
-                raise RuntimeError(f"dev server exited with {code}:\n{self._log_tail()}")
+                logged = self._logged()
+                # the bind error comes first, above the long Go panic the tail shows
+                error = PortTaken if _TAKEN in logged else RuntimeError
+                raise error(f"dev server exited with {code}:\n{_tail(logged)}")
             try:
                 client = await asyncio.wait_for(
                     temporalio.client.Client.connect(self.address, namespace=self.namespace),
@@ -321,13 +336,18 @@ class DevServerProcess:
         ports = [self.port] + ([self.ui_port] if self.ui_port is not None else [])
         return all(listens_on(pid, port) is not False for port in ports)
 
-    def _log_tail(self, lines: int = 30) -> str:
-        """The last lines of the server log, for error messages."""
+    def _logged(self) -> str:
+        """What the server logged since it was last started."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")
         except OSError:
             return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+
+    def _log_tail(self) -> str:
+        """The last lines of the server's log since its start, for error messages."""
+        return _tail(self._logged())
 
     def kill(self) -> None:
         """SIGKILL the server (a crash: nothing is flushed) and reap it. No-op if stopped."""
@@ -362,3 +382,7 @@ class DevServerProcess:
     ) -> None:
         """Stop the server when the block exits, whatever happened inside it."""
         await self.stop()
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from pathlib import Path
+
+from towline.runtime.tcp_table import tcp_rows, tells
 
 __all__ = ["peer_uid", "can_tell_peers"]
-
-_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
 def can_tell_peers() -> bool:
     """Whether this system tells the owner of a connection's client (Linux's /proc)."""
-    return _TABLES[0].exists()
+    return tells()
 
 
 def _hex(address: str, port: int) -> str:
@@ -38,15 +37,9 @@ def peer_uid(server: tuple[str, int], client: tuple[str, int]) -> int | None:
     not a local socket (or this system does not tell)."""
     forms = {_address_forms(*client)}
     wanted_remote = _address_forms(*server)
-    for table in _TABLES:
-        try:
-            lines = table.read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 7 and _canon(fields[1]) in forms and _canon(fields[2]) == wanted_remote:
-                return int(fields[7])
+    for fields in tcp_rows():
+        if _canon(fields[1]) in forms and _canon(fields[2]) == wanted_remote:
+            return int(fields[7])
     return None
 
 

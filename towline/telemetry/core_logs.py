@@ -33,15 +33,16 @@ class _Drop(logging.Filter):
         return not any(code in message for code in _DROPPED)
 
 
-_CORE = logging.getLogger(CORE_LOGGER)
-_CORE.addFilter(_Drop())
+_DROP = _Drop()
 
 
 def core_logging() -> LoggingConfig:
     """The SDK's default level filter (core warnings, others' errors), forwarded to
     `CORE_LOGGER` instead of printed to standard output."""
+    core = logging.getLogger(CORE_LOGGER)
+    core.addFilter(_DROP)  # once: the same filter is not added twice
     return LoggingConfig(filter=LoggingConfig.default.filter,
-                         forwarding=LogForwardingConfig(logger=_CORE, append_target_to_name=False))
+                         forwarding=LogForwardingConfig(logger=core, append_target_to_name=False))
 
 
 def forwarding_runtime() -> Runtime:
