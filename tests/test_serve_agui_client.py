@@ -10,7 +10,6 @@ recorded is then read from it. A resume or a result the run refuses ends that AG
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -22,7 +21,7 @@ import pytest
 import pytest_asyncio
 from npm_packages import node_env, node_project, npm_folder, npm_lock
 from readme import REPO, cli_env, readme, readme_process
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from test_serve import _serving, _stop  # pyright: ignore[reportPrivateUsage]
 
 from towline.runtime.plugin import TowlinePlugin
@@ -68,41 +67,25 @@ async def _sse(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list
                 if line.startswith("data: ")]
 
 
-@contextlib.asynccontextmanager
-async def _docs_script(
-    tmp_path: Path, target: str, namespace: str, tclient: Client, *, page_name: str, script: str,
-    serve: str, first: str, thread_prefix: str,
-) -> AsyncIterator[tuple[str, WorkflowHandle[Any, Any]]]:
-    """`script` from docs page `page_name`, run as written with Node against `serve` (a `towline
-    serve` command, as written): it prints the page's output from the line `first` on. Yields
-    the server's URL and the handle of the one thread the script started."""
-    page = _page(page_name)
-    project = await _project(tmp_path)
-    (project / script).write_text(_script(page, script), encoding="utf-8")
-    process = await readme_process(serve, env=cli_env(target, namespace))
-    try:
-        base = await _serving(process)
-        done = await readme(f"node {script}", cwd=project, timeout=120,
-                            env=node_env({"TOWLINE_SERVE_URL": base}))
-        assert done.code == 0, done
-        assert done.out.splitlines() == _output(page, first), done.out
-        threads = [w async for w in tclient.list_workflows(
-            f"WorkflowId STARTS_WITH '{thread_prefix}'")]
-        (thread,) = [w.id for w in threads]
-        yield base, tclient.get_workflow_handle(thread)
-    finally:
-        await _stop(process)
-
-
 async def test_the_agui_client_resumes_an_interrupt_with_an_approval(
     target: str, namespace: str, tclient: Client, tmp_path: Path
 ) -> None:
-    async with _docs_script(tmp_path, target, namespace, tclient, page_name="human-in-the-loop.md",
-                            script="approve.mjs", serve="towline serve --agent examples.research:agent",
-                            first="tool_approval: read_file", thread_prefix="research-node-"
-                            ) as (base, handle):
+    page = _page("human-in-the-loop.md")
+    project = await _project(tmp_path)
+    (project / "approve.mjs").write_text(_script(page, "approve.mjs"), encoding="utf-8")
+    process = await readme_process("towline serve --agent examples.research:agent",
+                                   env=cli_env(target, namespace))
+    try:
+        base = await _serving(process)
+        done = await readme("node approve.mjs", cwd=project, timeout=120,
+                            env=node_env({"TOWLINE_SERVE_URL": base}))
+        assert done.code == 0, done
+        assert done.out.splitlines() == _output(page, "tool_approval: read_file"), done.out
         # the run: one durable session whose audit trail has the client's approval
-        thread = handle.id
+        threads = [w async for w in tclient.list_workflows(
+            "WorkflowId STARTS_WITH 'research-node-'")]
+        (thread,) = [w.id for w in threads]
+        handle = tclient.get_workflow_handle(thread)
         state: dict[str, Any] = await handle.query("state")
         (approved,) = [d for d in state["decisions"] if d["decision"] == "approved"]
         assert (approved["call_id"], approved["by"], approved["reason"], approved["source"]) == (
@@ -123,17 +106,28 @@ async def test_the_agui_client_resumes_an_interrupt_with_an_approval(
                 "resume": [{"interruptId": "read_0", "status": "resolved", "payload": {"ok": 1}}]})
             assert bad.status_code == 422 and "decision" in bad.json()["error"]
         assert (await handle.query("state"))["counters"]["tool_calls"] == 1  # nothing re-ran
+    finally:
+        await _stop(process)
 
 
 async def test_the_agui_client_runs_a_front_end_tool(
     target: str, namespace: str, tclient: Client, tmp_path: Path
 ) -> None:
-    async with _docs_script(tmp_path, target, namespace, tclient, page_name="client-tools.md",
-                            script="pick_color.mjs",
-                            serve="towline serve --agent examples.frontend:web_agent",
-                            first='pick_color({"prompt": "Which color?"})',
-                            thread_prefix="frontend-node-") as (base, handle):
-        thread = handle.id
+    page = _page("client-tools.md")
+    project = await _project(tmp_path)
+    (project / "pick_color.mjs").write_text(_script(page, "pick_color.mjs"), encoding="utf-8")
+    process = await readme_process("towline serve --agent examples.frontend:web_agent",
+                                   env=cli_env(target, namespace))
+    try:
+        base = await _serving(process)
+        done = await readme("node pick_color.mjs", cwd=project, timeout=120,
+                            env=node_env({"TOWLINE_SERVE_URL": base}))
+        assert done.code == 0, done
+        assert done.out.splitlines() == _output(page, 'pick_color({"prompt": "Which color?"})'), done.out
+        threads = [w async for w in tclient.list_workflows(
+            "WorkflowId STARTS_WITH 'frontend-node-'")]
+        (thread,) = [w.id for w in threads]
+        handle = tclient.get_workflow_handle(thread)
         state: dict[str, Any] = await handle.query("state")
         (answered,) = [d for d in state["decisions"] if d["decision"] == "result"]
         assert (answered["call_id"], answered["tool"], answered["result"], answered["source"]) == (
@@ -156,3 +150,5 @@ async def test_the_agui_client_runs_a_front_end_tool(
         state = await handle.query("state")
         assert [d["result"] for d in state["decisions"] if d["decision"] == "result"] == [
             {"color": "teal"}]
+    finally:
+        await _stop(process)
