@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from forkserver import forked_towline
 from readme import REPO, Done, cli_env
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -37,7 +38,11 @@ async def towline(*args: str, env: Mapping[str, str], cwd: Path = REPO, timeout:
 
 
 async def towline_process(*args: str, env: Mapping[str, str], cwd: Path = REPO) -> asyncio.subprocess.Process:
-    """Start `python -m towline.cli ARGS` (stdout and stderr piped)."""
+    """Start `python -m towline.cli ARGS` (stdout and stderr piped), forked from the test
+    process's zygote where its environment allows (`forkserver`)."""
+    forked = await forked_towline(args, env=env, cwd=cwd)
+    if forked is not None:
+        return forked  # type: ignore[return-value]  # the same interface
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "towline.cli", *args, cwd=cwd, env=dict(env),
         stdin=asyncio.subprocess.DEVNULL,

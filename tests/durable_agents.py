@@ -24,6 +24,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
@@ -39,6 +40,9 @@ from towline.messages import (
 )
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunResult
+
+if TYPE_CHECKING:
+    from forkserver import ForkedPopen
 
 __all__ = [
     "AGENTS",
@@ -301,11 +305,16 @@ class WorkerProcess:
         self.root = root
         self.namespace = namespace
         self.log_path = root / f"worker-{task_queue}.log"
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | ForkedPopen | None = None
 
     def start(self) -> None:
-        """Launch a fresh worker process (counting under `root`)."""
-        env = {**os.environ, EFFECTS_ENV: str(self.root)}
+        """Launch a fresh worker process (counting under `root`), forked from the test
+        process's zygote where it can be (`forkserver`: the same script in a process of its own,
+        without a fresh interpreter's imports)."""
+        from forkserver import forked_script
+
+        # towline's seed, as `towline worker` runs with (`towline.runtime.hashseed`)
+        env = {**os.environ, EFFECTS_ENV: str(self.root), "PYTHONHASHSEED": "0"}
         command = [
             sys.executable, str(WORKER_MAIN), "--address", self.address,
             "--task-queue", self.task_queue, "--namespace", self.namespace, "--agents", self.agents,
@@ -313,7 +322,9 @@ class WorkerProcess:
         if self.die_before:
             command += ["--die-before", self.die_before]
         with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
+            forked = forked_script(WORKER_MAIN, command[2:], env=env, cwd=Path.cwd(),
+                                   stdout=log.fileno(), stderr=log.fileno())
+            self._process = forked or subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
 

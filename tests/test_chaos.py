@@ -35,7 +35,7 @@ from chaos_report import RunRecord, analyse
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart
 from towline.results import PartialRun
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(180)]
 
 SMALL = ChaosConfig(runs=6, kills=3, kill_server=1, seconds=60.0, drain=90.0, spread=0.0,
                     workers=3, store=True, store_outages=1, outage=4.0, seed=8)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import towline_process
 from temporalio.client import Client, WorkflowHandle
 
 from examples.calculator import agent as calculator
@@ -57,10 +58,7 @@ def _env(address: str, namespace: str = "default") -> dict[str, str]:
 
 async def towline(*args: str, env: dict[str, str], cwd: Path = REPO, timeout: float = 60) -> Done:
     """Run `python -m towline.cli ARGS` and wait for it."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "towline.cli", *args, cwd=cwd, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await towline_process(*args, env=env, cwd=cwd)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:

@@ -38,6 +38,8 @@ from towline.models import FunctionModel, ModelInfo
 from towline.runtime.fingerprint import agent_version
 from towline.testing import towline_worker
 
+pytestmark = pytest.mark.heavy
+
 release = asyncio.Event()
 
 

@@ -21,7 +21,7 @@ from towline.results import RunInput, RunResult
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import execution_histories
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(240)]
 
 STEPS = 120  # test_long_run's `brief` agent
 

@@ -36,7 +36,7 @@ from towline.results import RunResult
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(120)]
 
 OLD_TIMEOUT = 300.0
 """The tools' start-to-close timeout: how long a lost worker went unnoticed before."""

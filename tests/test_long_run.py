@@ -9,7 +9,9 @@ names the conversation with one key, and continue-as-new carries it by reference
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -24,6 +26,8 @@ from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_count
 from towline.storage.payload_store import PayloadStore
 from towline.testing import run_to_end, towline_worker
 
+pytestmark = pytest.mark.heavy
+
 STEPS = 300
 
 
@@ -33,7 +37,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def adding(name: str, steps: int, adder: Tool) -> Agent:
+def adding(name: str, steps: int, adder: Tool, **options: Any) -> Agent:
     """An agent whose model calls `adder` once per step for `steps` steps, then answers."""
 
     def script(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
@@ -43,7 +47,7 @@ def adding(name: str, steps: int, adder: Tool) -> Agent:
         return f"added {len(messages) // 2} times"
 
     return Agent(name=name, model=FunctionModel(script, model_name=name), tools=[adder],
-                 limits=Limits(max_steps=steps + 1))
+                 limits=Limits(max_steps=steps + 1), **options)
 
 
 agent = adding("long-run", STEPS, add)
@@ -123,7 +127,8 @@ SHORT = 120
 
 # idempotent: retried, not refused, when a crash test kills its worker mid-call
 plus = Tool.from_function(add.function, name="plus", idempotent=True)
-brief = adding("brief-run", SHORT, plus)
+# a model call lost with a killed worker is retried after 2 s without heartbeats, not 20 s
+brief = adding("brief-run", SHORT, plus, model_heartbeat_timeout=timedelta(seconds=2))
 BRIEF_AGENTS = [brief]
 """For worker processes (`tests/worker_main.py --agents test_long_run:BRIEF_AGENTS`)."""
 

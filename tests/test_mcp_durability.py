@@ -41,7 +41,7 @@ from towline.models import ModelInfo
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(120)]
 
 _RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=300), backoff_coefficient=1.5,
                      maximum_attempts=20)

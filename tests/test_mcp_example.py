@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from towline.runtime.plugin import TowlinePlugin
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(240)]
 
 
 async def test_the_notes_agent_saves_and_reads_through_its_mcp_server(target: str, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from readme import (
     REPO,
     cli_env,
@@ -26,6 +27,8 @@ from readme import (
     readme_process,
     stop_process,
 )
+
+pytestmark = pytest.mark.heavy
 
 QUICKSTART = ('python3 -m venv .venv && . .venv/bin/activate && pip install -e . && '
               'towline run examples.calculator:agent "What is 6 times 7?"')

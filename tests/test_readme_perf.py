@@ -18,7 +18,7 @@ from readme import REPO, cli_env, read_until, readme, readme_process, stop_proce
 from store_servers import make_s3_bucket, s3_env, s3_keys, s3_server
 from temporalio.testing import WorkflowEnvironment
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(600)]
 
 
 async def test_worker_and_client_share_an_s3_store(

@@ -35,6 +35,8 @@ from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import counters_from_history
 from towline.testing import assert_replays, load_history, replay_runs, towline_worker
 
+pytestmark = pytest.mark.heavy
+
 TESTS_ON_PATH = {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
 
 

@@ -19,6 +19,8 @@ from towline.messages import Message
 from towline.models import FunctionModel, ModelInfo
 from towline.testing import towline_worker
 
+pytestmark = pytest.mark.heavy
+
 
 def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]

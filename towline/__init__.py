@@ -5,11 +5,11 @@ deterministic workflow code between them; Temporal's history records the
 runtime-owned counters exactly as the runtime confirmed them.
 """
 
-from towline.runtime.heap import paused_gc as _paused_gc
+from __future__ import annotations
 
-# Importing builds thousands of classes and validators, and the collector would scan the
-# growing heap over and over (about an eighth of a command's start-up): paused meanwhile.
-with _paused_gc():
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
     from towline.agent import Agent
     from towline.capabilities.base import Capability, Middleware
     from towline.capabilities.state import ModelCallRequest, ModelRequestState
@@ -86,6 +86,109 @@ with _paused_gc():
         ToolReturn,
         tool,
     )
+
+# `import towline.cli` (or any submodule) runs this file first: importing the whole library
+# here cost every command about 0.5 s of start-up before it could even parse its arguments,
+# and twice for the commands that re-execute themselves (`towline.runtime.hashseed`). So a
+# public name is imported where it lives on first use (PEP 562), with the collector paused
+# while its module builds its classes and validators.
+_HOMES: dict[str, str] = {
+    "Agent": "towline.agent",
+    "Capability": "towline.capabilities.base",
+    "Middleware": "towline.capabilities.base",
+    "ModelCallRequest": "towline.capabilities.state",
+    "ModelRequestState": "towline.capabilities.state",
+    "EncryptionCodec": "towline.encryption.codec",
+    "KeyProvider": "towline.encryption.codec",
+    "Cancelled": "towline.errors",
+    "CapabilityViolation": "towline.errors",
+    "ConfigurationError": "towline.errors",
+    "ContentBlocked": "towline.errors",
+    "ContentFiltered": "towline.errors",
+    "DuplicateToolCallId": "towline.errors",
+    "GuardrailTripped": "towline.errors",
+    "InternalError": "towline.errors",
+    "InvalidRunInput": "towline.errors",
+    "MaxStepsExceeded": "towline.errors",
+    "MCPServerUnavailable": "towline.errors",
+    "ModelRequestFailed": "towline.errors",
+    "ModelRetry": "towline.errors",
+    "NondeterministicHook": "towline.errors",
+    "OutputRetriesExhausted": "towline.errors",
+    "PayloadTooLarge": "towline.errors",
+    "RunError": "towline.errors",
+    "RunFailure": "towline.errors",
+    "ToolCallIdentityChanged": "towline.errors",
+    "ToolDenied": "towline.errors",
+    "ToolError": "towline.errors",
+    "ToolResponded": "towline.errors",
+    "ToolRetriesExhausted": "towline.errors",
+    "TowlineError": "towline.errors",
+    "UncertainToolEffect": "towline.errors",
+    "UnknownAgent": "towline.errors",
+    "UsageLimitExceeded": "towline.errors",
+    "RunEvent": "towline.events",
+    "MCPServer": "towline.mcp",
+    "BinaryContent": "towline.messages",
+    "DocumentUrl": "towline.messages",
+    "ImageUrl": "towline.messages",
+    "Message": "towline.messages",
+    "ModelRequest": "towline.messages",
+    "ModelResponse": "towline.messages",
+    "NativeToolCallPart": "towline.messages",
+    "NativeToolReturnPart": "towline.messages",
+    "Remove": "towline.messages",
+    "RemoveAll": "towline.messages",
+    "RetryPart": "towline.messages",
+    "SystemPart": "towline.messages",
+    "TextPart": "towline.messages",
+    "ThinkingPart": "towline.messages",
+    "ToolCallPart": "towline.messages",
+    "ToolReturnPart": "towline.messages",
+    "Usage": "towline.messages",
+    "UserPart": "towline.messages",
+    "CodeExecution": "towline.native_tools",
+    "FileSearch": "towline.native_tools",
+    "HostedMCP": "towline.native_tools",
+    "UserLocation": "towline.native_tools",
+    "WebFetch": "towline.native_tools",
+    "WebSearch": "towline.native_tools",
+    "Limits": "towline.options",
+    "ModelSettings": "towline.options",
+    "Counters": "towline.results",
+    "PartialRun": "towline.results",
+    "RunInput": "towline.results",
+    "RunResult": "towline.results",
+    "TowlinePlugin": "towline.runtime.plugin",
+    "FileStorageDriver": "towline.storage.payload_store",
+    "PayloadStore": "towline.storage.payload_store",
+    "Tool": "towline.tools",
+    "ToolCall": "towline.tools",
+    "ToolContext": "towline.tools",
+    "ToolDefinition": "towline.tools",
+    "ToolResult": "towline.tools",
+    "ToolReturn": "towline.tools",
+    "tool": "towline.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'towline' has no attribute {name!r}")
+    from importlib import import_module
+
+    from towline.runtime.heap import paused_gc
+
+    with paused_gc():
+        value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Agent",

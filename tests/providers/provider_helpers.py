@@ -19,11 +19,13 @@ __all__ = ["add", "QUICK", "model_attempts", "history_text", "KEY", "towline_sho
 async def towline_show(workflow_id: str, target: str, namespace: str) -> tuple[int, str, str]:
     """`towline show WORKFLOW_ID` as a subprocess: (exit code, stdout, stderr)."""
     import asyncio
-    import sys
+    import os
+    from pathlib import Path
 
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "towline.cli", "show", workflow_id, "--address", target,
-        "--namespace", namespace, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    from cli_helpers import towline_process
+
+    proc = await towline_process("show", workflow_id, "--address", target, "--namespace", namespace,
+                                 env=os.environ, cwd=Path.cwd())
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode(), err.decode()
 

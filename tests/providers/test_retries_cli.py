@@ -24,6 +24,8 @@ from temporalio.service import RPCError
 from towline.client import start_run
 from towline.testing import towline_worker
 
+pytestmark = pytest.mark.heavy
+
 AGENTS = f"{REPO}:{REPO / 'tests'}:{REPO / 'tests' / 'providers'}"
 
 

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from towline.capabilities.base import CapabilityLike
 from towline.tools import Tool
 
 if TYPE_CHECKING:
     from towline.agent import Agent
+    from towline.capabilities.base import CapabilityLike
 
 __all__ = [
     "agent_version", "describe_agent", "describe_capability", "is_frozen", "VERSION_LENGTH",

@@ -1,0 +1,165 @@
+"""The fork server's zygote: a process that has imported towline's commands once and forks a
+child for each command the tests run (`tests/forkserver.py` is the client and says why).
+
+Started as `python tests/fork_zygote.py SOCKET` under towline's hash seed. It starts no thread
+and no event loop, so forking it is safe: each child runs one command exactly as
+`python -m towline.cli ARGS` (or `python SCRIPT ARGS`) would, with its own environment, working
+directory, `sys.path` and standard streams, passed over the socket, and ends with that
+command's exit code, which the zygote reports to the client once it has reaped the child.
+"""
+
+from __future__ import annotations
+
+import array
+import gc
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+_ZYGOTE_PATH = os.environ.get("PYTHONPATH", "")
+_MAX_REQUEST = 1 << 20
+
+
+def _base_path() -> list[str]:
+    """This interpreter's `sys.path` without what is particular to how it was started: its
+    script's folder and its PYTHONPATH entries (a child puts its own there)."""
+    ours = {p for p in _ZYGOTE_PATH.split(os.pathsep) if p}
+    return [p for p in sys.path[1:] if p not in ours]
+
+
+def _streams(env: dict[str, str]) -> None:
+    """Standard streams on fds 0-2 as a fresh interpreter would make them for `env`."""
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    encoding = env.get("PYTHONIOENCODING", "").split(":")[0] or sys.stdout.encoding
+
+    def out(fd: int, line: bool, errors: str) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, "w", closefd=False)
+        buffered = io.BufferedWriter(raw)
+        return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
+                                line_buffering=line or raw.isatty(), write_through=unbuffered)
+
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                 encoding=encoding)
+    sys.stdout = out(1, False, "strict")
+    sys.stderr = out(2, True, "backslashreplace")
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+
+
+def _child(request: dict[str, Any], fds: list[int], base: list[str]) -> None:
+    """Become the command's process, run it, and exit with its code (never returns)."""
+    code = 1
+    try:
+        if request.get("new_session"):
+            os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        env: dict[str, str] = request["env"]
+        from towline.runtime.hashseed import COMMANDS
+
+        if not request.get("script") and request["args"][:1] and request["args"][0] in COMMANDS:
+            # what such a command has after re-executing itself under towline's seed
+            env = {**env, "PYTHONHASHSEED": os.environ["PYTHONHASHSEED"]}
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(env)
+        extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        script = request.get("script")  # `python SCRIPT ARGS`; else `python -m towline.cli ARGS`
+        first = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
+        sys.path[:] = [first, *extra, *base]
+        _streams(env)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGPIPE else signal.SIG_IGN)
+        if script:
+            import runpy
+
+            sys.argv = [script, *request["args"]]
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        else:
+            sys.argv = [request["argv0"], *request["args"]]
+            from towline.cli import main
+
+            main()  # leaves with os._exit
+    except SystemExit as e:  # as the interpreter ends: an int is the code, else it is printed
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001  (a fresh interpreter prints any uncaught error)
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    fds = array.array("i")
+    data, ancillary, _, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return json.loads(data), list(fds)
+
+
+def serve(path: str) -> None:
+    parent = os.getppid()
+    from towline.cli import build_parser
+
+    build_parser()  # imports every command's module
+    gc.collect()
+    gc.freeze()  # the children share these pages instead of copying them on the first scan
+    base = _base_path()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    waiting: dict[int, socket.socket] = {}
+    print("ready", flush=True)
+    while os.getppid() == parent:
+        for _ in selector.select(timeout=0.05):
+            conn, _ = listener.accept()
+            try:
+                request, fds = _receive(conn)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                for other in waiting.values():
+                    other.close()
+                conn.close()
+                _child(request, fds, base)
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(json.dumps({"pid": pid}).encode())
+            waiting[pid] = conn
+        while waiting:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = waiting.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.sendall(json.dumps({"status": status}).encode())
+                except OSError:
+                    pass
+                conn.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
