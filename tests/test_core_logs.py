@@ -51,3 +51,23 @@ async def test_a_failed_workflow_task_warns_on_stderr_and_json_stays_json(target
     warned = [line for line in done.err.splitlines() if "deadlock" in line.lower()]
     assert warned, done.err
     assert "\x1b[" not in done.out and "\x1b[" not in "\n".join(warned), done
+
+
+async def test_a_program_calling_run_cli_gets_the_same_stdout(target: str) -> None:
+    """`examples/vision.py` and `examples/research.py` run a command through `run_cli`, not the
+    `towline` script: the core's warning must stay off their standard output too."""
+    import asyncio
+    import sys
+
+    env = cli_env(target)
+    env["PYTHONPATH"] = f"{TESTS}:{env['PYTHONPATH']}"
+    program = ("import os, sys; from towline.cli import run_cli; "
+               "code = run_cli(['run', 'test_core_logs:agent', 'go', '--json']); "
+               "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", program, env={**env, "PYTHONHASHSEED": "0"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["output"] == "done"  # nothing but the result's document
+    assert any("deadlock" in line.lower() for line in err.decode().splitlines()), err.decode()

@@ -10,6 +10,7 @@ recorded is then read from it. A resume or a result the run refuses ends that AG
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -60,6 +61,17 @@ async def _project(tmp_path: Path) -> Path:
     return node_project(tmp_path / "client", folder)
 
 
+async def _thread(tclient: Client, prefix: str) -> str:
+    """The one session whose workflow id starts with `prefix` (the visibility store may lag)."""
+    for _ in range(150):
+        found = [w.id async for w in tclient.list_workflows(f"WorkflowId STARTS_WITH '{prefix}'")]
+        if found:
+            (thread,) = found
+            return thread
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no session {prefix}* listed")
+
+
 async def _sse(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     async with http.stream("POST", path, json=body) as response:
         assert response.status_code == 200, await response.aread()
@@ -82,9 +94,7 @@ async def test_the_agui_client_resumes_an_interrupt_with_an_approval(
         assert done.code == 0, done
         assert done.out.splitlines() == _output(page, "tool_approval: read_file"), done.out
         # the run: one durable session whose audit trail has the client's approval
-        threads = [w async for w in tclient.list_workflows(
-            "WorkflowId STARTS_WITH 'research-node-'")]
-        (thread,) = [w.id for w in threads]
+        thread = await _thread(tclient, "research-node-")
         handle = tclient.get_workflow_handle(thread)
         state: dict[str, Any] = await handle.query("state")
         (approved,) = [d for d in state["decisions"] if d["decision"] == "approved"]
@@ -124,9 +134,7 @@ async def test_the_agui_client_runs_a_front_end_tool(
                             env=node_env({"TOWLINE_SERVE_URL": base}))
         assert done.code == 0, done
         assert done.out.splitlines() == _output(page, 'pick_color({"prompt": "Which color?"})'), done.out
-        threads = [w async for w in tclient.list_workflows(
-            "WorkflowId STARTS_WITH 'frontend-node-'")]
-        (thread,) = [w.id for w in threads]
+        thread = await _thread(tclient, "frontend-node-")
         handle = tclient.get_workflow_handle(thread)
         state: dict[str, Any] = await handle.query("state")
         (answered,) = [d for d in state["decisions"] if d["decision"] == "result"]

@@ -79,7 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_cli(argv: Sequence[str] | None = None) -> int:
-    """Parse `argv`, run the command, and return its exit code (errors are one line)."""
+    """Parse `argv`, run the command, and return its exit code (errors are one line).
+
+    Unless the process already has a default Temporal runtime, the command's is one whose
+    core logs go through Python's `logging` (`towline.telemetry.core_logs`): left to the
+    SDK's default, the core prints its warnings on standard output, between a command's
+    results (seen in `python examples/vision.py`, whose JSON a core warning preceded).
+    """
+    _forward_core_logs()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -102,10 +109,22 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+def _forward_core_logs() -> None:
+    """Make the core's warnings log records (on stderr), never lines in a command's output."""
+    from temporalio.runtime import Runtime
+
+    from towline.telemetry.core_logs import forwarding_runtime
+
+    try:
+        Runtime.set_default(forwarding_runtime(), error_if_already_set=True)
+    except RuntimeError:
+        pass  # the program chose its own runtime: it keeps it
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Entry point of the `towline` script.
 
-    The SDK's core logs through Python's `logging` (`towline.telemetry.core_logs`). Leaves
+    The SDK's core logs through Python's `logging` (`run_cli`). Leaves
     with `os._exit` after flushing: the Temporal SDK's Rust runtime can abort
     the interpreter during normal finalisation (temporalio/sdk-python#300), which would
     turn a successful command into a crash exit code.
@@ -114,12 +133,6 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         from towline.runtime.hashseed import pin_hash_seed
 
         pin_hash_seed(sys.argv[1:])
-    from temporalio.runtime import Runtime
-
-    from towline.telemetry.core_logs import forwarding_runtime
-
-    # the core's warnings become log records on stderr, never lines in a command's output
-    Runtime.set_default(forwarding_runtime(), error_if_already_set=False)
     code = run_cli(argv)
     sys.stdout.flush()
     sys.stderr.flush()
