@@ -18,8 +18,9 @@ flaky = Agent(
 enough for a follower polling the run to see the retry wait)."""
 
 lost = Agent(
-    name="retry-lost", model="openai:gpt-4.1-mini", model_heartbeat_timeout=timedelta(seconds=2),
+    name="retry-lost", model="openai:gpt-4.1-mini", model_heartbeat_timeout=timedelta(seconds=4),
     model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200),
                                    backoff_coefficient=1.0, maximum_attempts=5),
 )
-"""A model request whose worker may be killed: its heartbeat times out after 2 s."""
+"""A model request whose worker may be killed: its heartbeat times out after 4 s (at 2 s, a
+worker just started on a loaded machine once missed its own heartbeats: a second loss)."""
