@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import RetryPolicy
 
 from scripts import returns, statuses
 from towline import Agent, Middleware, ToolContext, tool
@@ -59,7 +61,9 @@ RESULTS: dict[str, Any] = {
 }
 
 
-@tool(idempotent=True)
+# a tool that fails every time is retried 5 times: quickly here, not over 15 s of backoff
+@tool(idempotent=True, retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50),
+                                                backoff_coefficient=1.0, maximum_attempts=5))
 def report(kind: str) -> Any:
     """Returns what `kind` names."""
     return RESULTS[kind]()

@@ -370,6 +370,28 @@ async def test_serve_with_a_token_refuses_strangers(target: str, namespace: str)
         await _stop(process)
 
 
+async def test_two_serves_started_at_once_each_answer_on_the_port_they_announce(
+    target: str, namespace: str,
+) -> None:
+    """Both want the default port: one gets it, the other says it took a free one, and each URL
+    reaches the process that announced it (each refuses the other's token)."""
+    tokens = [f"tok-{uuid4().hex}" for _ in range(2)]
+    processes = await asyncio.gather(*(readme_process(
+        'towline serve --agent examples.research:agent --auth "$SERVE_TOKEN"',
+        env=cli_env(target, namespace, {"SERVE_TOKEN": token})) for token in tokens))
+    try:
+        bases = await asyncio.gather(*(_serving(p) for p in processes))
+        assert bases[0] != bases[1], bases
+        async with httpx.AsyncClient(timeout=30) as http:
+            for base, token, other in zip(bases, tokens, reversed(tokens), strict=True):
+                mine = await http.get(f"{base}/info", headers={"Authorization": f"Bearer {token}"})
+                assert mine.status_code == 200, (base, mine.text)
+                theirs = await http.get(f"{base}/info", headers={"Authorization": f"Bearer {other}"})
+                assert theirs.status_code == 401, base
+    finally:
+        await asyncio.gather(*(_stop(p) for p in processes))
+
+
 def test_the_token_and_the_config_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from towline.cli.common import CliError
     from towline.cli.serve import AUTH_ENV, _auth_token  # pyright: ignore[reportPrivateUsage]

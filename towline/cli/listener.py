@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import socket
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
@@ -24,7 +26,7 @@ from towline.cli.common import EXIT_USAGE, GRACEFUL_SHUTDOWN, CliError, Target, 
 from towline.cli.worker_log import add_log_options, worker_logging
 from towline.serve.http_guard import LOCAL_NAMES
 
-__all__ = ["add_listener", "bearer_token", "announce", "serve_beside_worker"]
+__all__ = ["add_listener", "bearer_token", "announce", "serve_beside_worker", "listening_socket"]
 
 
 def add_listener(parser: Any, *, default_port: int, auth_env: str, ui_what: str,
@@ -94,3 +96,38 @@ async def serve_beside_worker(client: Client, args: Any, serving: Coroutine[Any,
         with contextlib.suppress(asyncio.CancelledError):
             await served
     say("stopped")
+
+
+def listening_socket(host: str, requested: int | None, default: int, what: str,
+                     notes: list[str]) -> socket.socket:
+    """A socket bound to `host` and listening, on `requested` (taken: `CliError`), else on
+    `default`, else, when that is taken, on a free port (with a note saying so).
+
+    Bound here and handed to uvicorn (`Server.serve(sockets=[...])`) rather than checked
+    free and bound by uvicorn later: between the two another process could take the port,
+    and the URL announced would then reach that process (seen with two `towline serve`s
+    started at once, one with `--auth`: the other answered without it).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def bound(port: int) -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind((host, port))
+            sock.listen(2048)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    try:
+        return bound(requested if requested is not None else default)
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise CliError(f"the {what} cannot listen on {host}: {e.strerror}") from None
+        if requested is not None:
+            raise CliError(f"the {what} port {requested} is in use") from None
+    sock = bound(0)
+    notes.append(f"port {default} is in use, so the {what} uses port {sock.getsockname()[1]}")
+    return sock

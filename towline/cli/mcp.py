@@ -32,8 +32,13 @@ from temporalio.service import RPCError
 from towline.agent import Agent
 from towline.cli.args import Subcommands, add_agents, command
 from towline.cli.common import EXIT_USAGE, CliError, connected, load_agents, ui_base, workflow_url
-from towline.cli.embedded import choose_port
-from towline.cli.listener import add_listener, announce, bearer_token, serve_beside_worker
+from towline.cli.listener import (
+    add_listener,
+    announce,
+    bearer_token,
+    listening_socket,
+    serve_beside_worker,
+)
 from towline.cli.progress import Progress
 from towline.client import run_error, start_run
 from towline.messages import MESSAGES
@@ -208,7 +213,9 @@ async def mcp_serve_command(args: Any) -> int:
     tools = AgentTools(client, agents, args.task_queue, ui_base(target, args.ui_url), target.namespace)
     server = tools.server()
     notes: list[str] = []
-    port = choose_port(args.port, DEFAULT_PORT, "MCP server", notes) if args.http else None
+    listening = (listening_socket(args.host, args.port, DEFAULT_PORT, "MCP server", notes)
+                 if args.http else None)
+    port: int | None = listening.getsockname()[1] if listening is not None else None
     where = f"http://{args.host}:{port}/mcp" if args.http else "stdio"
     announce("towline mcp-serve:", f"{', '.join(names)} over {where}", target, args, token=token,
              port=port, notes=notes)
@@ -220,7 +227,7 @@ async def mcp_serve_command(args: Any) -> int:
         elif not serving.done():
             serving.cancel()
 
-    await serve_beside_worker(client, args, web.serve() if web is not None
+    await serve_beside_worker(client, args, web.serve(sockets=[listening]) if web is not None
                               else server.run_stdio_async(), stop_serving)
     return 0
 

@@ -24,8 +24,13 @@ from typing import Any
 
 from towline.cli.args import Subcommands, add_agents, command
 from towline.cli.common import CliError, connected, load_agents, ui_base
-from towline.cli.embedded import choose_port
-from towline.cli.listener import add_listener, announce, bearer_token, serve_beside_worker
+from towline.cli.listener import (
+    add_listener,
+    announce,
+    bearer_token,
+    listening_socket,
+    serve_beside_worker,
+)
 from towline.serve.http_guard import LOCAL_NAMES, HostCheck
 
 __all__ = ["AUTH_ENV", "DEFAULT_PORT", "serve_command", "register"]
@@ -60,7 +65,8 @@ async def serve_command(args: Any) -> int:
     app = create_app(ServeConfig(client=client, agents=agents, task_queue=args.task_queue,
                                  ui=ui_base(target, args.ui_url), hosts=hosts, token=token))
     notes: list[str] = []
-    port = choose_port(args.port, DEFAULT_PORT, "web server", notes)
+    listening = listening_socket(args.host, args.port, DEFAULT_PORT, "web server", notes)
+    port: int = listening.getsockname()[1]
     shown = "localhost" if args.host in LOCAL_NAMES else args.host
     announce("towline serve:", f"{', '.join(a.name for a in agents)} at http://{shown}:{port}/ "
              "(AG-UI: POST /agents/NAME)", target, args, token=token, port=port, notes=notes)
@@ -71,7 +77,7 @@ async def serve_command(args: Any) -> int:
         app.close()  # open event streams end; uvicorn then stops at once
         web.should_exit = True
 
-    await serve_beside_worker(client, args, web.serve(), stop_serving)
+    await serve_beside_worker(client, args, web.serve(sockets=[listening]), stop_serving)
     return 0
 
 
