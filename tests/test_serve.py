@@ -147,7 +147,12 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         return
     stop_process(process, signal.SIGTERM)
     # read while it stops: a server that still logs would otherwise block on a full pipe
-    _, err = await asyncio.wait_for(process.communicate(), 30)
+    try:
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+    except TimeoutError:  # never left running past its test
+        stop_process(process, signal.SIGKILL)
+        await process.wait()
+        raise
     rest = err.decode(errors="replace")
     assert process.returncode == 0, rest
     assert "Traceback" not in rest and rest.rstrip().endswith("stopped"), rest
