@@ -16,7 +16,6 @@ import io
 import json
 import os
 import selectors
-import signal
 import socket
 import sys
 import traceback
@@ -61,22 +60,21 @@ def _child(request: dict[str, Any], fds: list[int], base: list[str]) -> None:
             os.dup2(fd, target)
             os.close(fd)
         env: dict[str, str] = request["env"]
+        script: str | None = request.get("script")  # else `python -m towline.cli ARGS`
         from towline.runtime.hashseed import COMMANDS
 
-        if not request.get("script") and request["args"][:1] and request["args"][0] in COMMANDS:
+        if not script and request["args"][:1] and request["args"][0] in COMMANDS:
             # what such a command has after re-executing itself under towline's seed
             env = {**env, "PYTHONHASHSEED": os.environ["PYTHONHASHSEED"]}
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(env)
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        script = request.get("script")  # `python SCRIPT ARGS`; else `python -m towline.cli ARGS`
         first = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
         sys.path[:] = [first, *extra, *base]
         _streams(env)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGPIPE else signal.SIG_IGN)
+        # signal dispositions need nothing: the zygote set none, so the child has an
+        # interpreter's own (SIGINT raises KeyboardInterrupt, SIGPIPE ignored)
         if script:
             import runpy
 
@@ -112,6 +110,8 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def serve(path: str) -> None:
+    """Import the commands, then fork a child per request on `path` and report each child's
+    status once reaped, until the test process that started this one is gone."""
     parent = os.getppid()
     from towline.cli import build_parser
 

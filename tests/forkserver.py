@@ -3,8 +3,8 @@ has imported towline once.
 
 Why: the suite runs about two hundred commands through `cli_helpers.towline` that are not
 docs commands, and each fresh interpreter spent about 0.5 s of CPU importing temporalio,
-towline and their dependencies before parsing its arguments, a sixth of the suite's CPU on
-two cores. A zygote (`tests/fork_zygote.py`, one per test process, started on first use)
+towline and their dependencies before parsing its arguments: with the crash tests' worker
+processes, about a fifth of the suite's CPU. A zygote (`tests/fork_zygote.py`, one per test process, started on first use)
 imports them once and forks a child per command. The child is still a process of its own
 running the command's code from its entry point: its own environment, working directory,
 `sys.path`, pipes, process id, signals and exit code, as `asyncio.subprocess.Process` gives
@@ -14,14 +14,15 @@ as written through `bash -c` (`readme.py`).
 A command is forked only when its environment asks nothing a fork cannot give: towline's
 hash seed (a process cannot change its own), and no `TOWLINE_FORK=0` (set it to run every
 command in a fresh interpreter, as before). Otherwise, or when the zygote cannot start,
-`towline_process` starts a fresh interpreter.
+`towline_process` starts a fresh interpreter. The zygote leaves when its test process does
+(it watches its parent), so nothing here needs tearing down.
 """
 
 from __future__ import annotations
 
 import array
 import asyncio
-import atexit
+import functools
 import json
 import os
 import signal
@@ -34,25 +35,37 @@ from pathlib import Path
 from typing import Any
 
 import towline.cli
+from towline.runtime.hashseed import wanted_seed
 
 __all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script"]
 
 _ENTRY = str(Path(towline.cli.__file__ or "").with_name("__main__.py"))
 """The child's `sys.argv[0]`, as `python -m towline.cli` has it."""
 _ZYGOTE = Path(__file__).with_name("fork_zygote.py")
-_SEED = "0"  # the seed towline's commands pin without TOWLINE_HASH_SEED
-_state: dict[str, Any] = {}
+_SEED = wanted_seed({})
+"""The zygote's seed: the one towline's commands pin when `TOWLINE_HASH_SEED` is not set."""
 
 
 def _servable(env: Mapping[str, str]) -> bool:
-    return (env.get("TOWLINE_FORK", os.environ.get("TOWLINE_FORK", "1")) != "0"
-            and env.get("PYTHONHASHSEED") in (None, _SEED) and "TOWLINE_HASH_SEED" not in env)
+    """Whether a command run with `env` would hash with the zygote's seed (and may be forked)."""
+    if env.get("TOWLINE_FORK", os.environ.get("TOWLINE_FORK", "1")) == "0":
+        return False
+    try:
+        return wanted_seed(env) == _SEED and env.get("PYTHONHASHSEED") in (None, _SEED)
+    except ValueError:  # a TOWLINE_HASH_SEED the command itself refuses
+        return False
 
 
+def _exit_code(status: bytes) -> int:
+    """A child's exit code from the zygote's report (no report: the zygote went away)."""
+    if not status:
+        return -signal.SIGKILL
+    return os.waitstatus_to_exitcode(json.loads(status)["status"])
+
+
+@functools.cache
 def _zygote() -> str | None:
     """The socket of this process's zygote, started on first use (None: it could not start)."""
-    if "path" in _state:
-        return _state["path"]
     folder = tempfile.mkdtemp(prefix="towline-fork-")
     path = os.path.join(folder, "zygote.sock")
     env = {**os.environ, "PYTHONHASHSEED": _SEED}
@@ -63,15 +76,7 @@ def _zygote() -> str | None:
     if ready.strip() != b"ready":
         proc.kill()
         proc.wait()
-        _state["path"] = None
         return None
-
-    def stop() -> None:
-        proc.kill()
-        proc.wait()
-
-    atexit.register(stop)
-    _state["path"] = path
     return path
 
 
@@ -92,10 +97,7 @@ class ForkedProcess:
         loop = asyncio.get_running_loop()
         data = await loop.sock_recv(self._conn, 4096)
         self._conn.close()
-        if not data:  # the zygote went away: the child's status is unknown
-            self.returncode = -signal.SIGKILL
-        else:
-            self.returncode = os.waitstatus_to_exitcode(json.loads(data)["status"])
+        self.returncode = _exit_code(data)
         return self.returncode
 
     async def wait(self) -> int:
@@ -191,8 +193,7 @@ class ForkedPopen:
         except (TimeoutError, BlockingIOError):
             return None
         self._conn.close()
-        self.returncode = (os.waitstatus_to_exitcode(json.loads(data)["status"]) if data
-                           else -signal.SIGKILL)
+        self.returncode = _exit_code(data)
         return self.returncode
 
     def poll(self) -> int | None:
@@ -210,7 +211,7 @@ def forked_script(script: Path, args: list[str], *, env: Mapping[str, str], cwd:
     """`python SCRIPT ARGS` forked from the zygote, its stdin /dev/null and its output on the
     given fds (None: start it the usual way)."""
     if env.get("PYTHONHASHSEED") != _SEED or not _servable(env):
-        return None  # a fresh interpreter's seed would be another than the zygote's
+        return None  # a script does not pin the seed: a fresh one hashes with what env says
     null = os.open(os.devnull, os.O_RDONLY)
     try:
         forked = _fork({"script": str(script), "args": args, "env": dict(env), "cwd": str(cwd)},

@@ -13,7 +13,15 @@ import os
 from typing import Any
 
 from towline.cli.args import Subcommands, add_allow_host, command, port_number
-from towline.cli.common import EXIT_USAGE, CliError, encryption, port_free, say, stop_event
+from towline.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    encryption,
+    port_free,
+    port_in_use,
+    say,
+    stop_event,
+)
 from towline.encryption.codec import KEY_ENV, generate_key
 from towline.encryption.codec_server import DEFAULT_ORIGINS, CodecServer
 from towline.errors import ConfigurationError
@@ -32,7 +40,7 @@ async def codec_server_command(args: Any) -> int:
     codec = encryption(True)
     assert codec is not None
     if not port_free(args.port, args.host):
-        raise CliError(f"the codec server port {args.port} is in use")
+        raise port_in_use("codec server", args.port)
     origins = tuple(args.ui_origin or DEFAULT_ORIGINS)
     try:
         server = CodecServer(codec, host=args.host, port=args.port, origins=origins,

@@ -34,6 +34,8 @@ from towline.storage.payload_store import STORE_ENV, PayloadStore, payload_store
 
 __all__ = [
     "CliError",
+    "port_in_use",
+    "moved_port",
     "EXIT_USAGE",
     "EXIT_FAILURE",
     "LOCAL_HOSTS",
@@ -280,6 +282,16 @@ def unreachable_reason(err: BaseException) -> str:
     if "unauthenticated" in lowered or "permission denied" in lowered:
         return f"not allowed (check TEMPORAL_API_KEY / the profile's credentials): {one_line(err, 160)}"
     return one_line(err)
+
+
+def port_in_use(what: str, port: int) -> CliError:
+    """The error for a port the user asked for that another process holds."""
+    return CliError(f"the {what} port {port} is in use")
+
+
+def moved_port(what: str, default: int, port: int) -> str:
+    """The note for a default port another process holds, and the one used instead."""
+    return f"port {default} is in use, so the {what} uses port {port}"
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -29,9 +29,11 @@ from towline.cli.common import (
     connect_client,
     embedded_store,
     is_local,
+    moved_port,
     one_line,
     payload_store_of,
     port_free,
+    port_in_use,
     say,
     ui_base,
 )
@@ -123,12 +125,12 @@ def choose_port(requested: int | None, default: int, what: str, notes: list[str]
     """`requested` if free (else `CliError`); otherwise `default`, or a free port if it is taken."""
     if requested is not None:
         if not port_free(requested):
-            raise CliError(f"the {what} port {requested} is in use")
+            raise port_in_use(what, requested)
         return requested
     if port_free(default):
         return default
     port = free_port()
-    notes.append(f"port {default} is in use, so the {what} uses port {port}")
+    notes.append(moved_port(what, default, port))
     return port
 
 

@@ -22,7 +22,16 @@ from towline.cli.args import (
     add_ui_url,
     port_number,
 )
-from towline.cli.common import EXIT_USAGE, GRACEFUL_SHUTDOWN, CliError, Target, say, stop_event
+from towline.cli.common import (
+    EXIT_USAGE,
+    GRACEFUL_SHUTDOWN,
+    CliError,
+    Target,
+    moved_port,
+    port_in_use,
+    say,
+    stop_event,
+)
 from towline.cli.worker_log import add_log_options, worker_logging
 from towline.serve.http_guard import LOCAL_NAMES
 
@@ -127,7 +136,7 @@ def listening_socket(host: str, requested: int | None, default: int, what: str,
         if e.errno != errno.EADDRINUSE:
             raise CliError(f"the {what} cannot listen on {host}: {e.strerror}") from None
         if requested is not None:
-            raise CliError(f"the {what} port {requested} is in use") from None
+            raise port_in_use(what, requested) from None
     sock = bound(0)
-    notes.append(f"port {default} is in use, so the {what} uses port {sock.getsockname()[1]}")
+    notes.append(moved_port(what, default, sock.getsockname()[1]))
     return sock

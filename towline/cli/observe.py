@@ -17,6 +17,7 @@ from towline.cli.common import (
     encryption,
     payload_store_of,
     port_free,
+    port_in_use,
 )
 from towline.encryption.codec import EncryptionCodec
 from towline.errors import ConfigurationError
@@ -56,7 +57,7 @@ def observability(args: Any, default_store: str | None = None) -> Observability:
     obs = Observability(encryption=encryption(args.encrypt), payload_store=payload_store_of(store_url))
     if args.metrics_port is not None:
         if not port_free(args.metrics_port, args.metrics_host):
-            raise CliError(f"the metrics port {args.metrics_port} is in use")
+            raise port_in_use("metrics", args.metrics_port)
         from towline.telemetry.metrics import prometheus_runtime
 
         Runtime.set_default(prometheus_runtime(args.metrics_port, args.metrics_host),

@@ -14,6 +14,7 @@ and for every payload between the two sizes.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
@@ -45,6 +46,10 @@ def core_logging() -> LoggingConfig:
                          forwarding=LogForwardingConfig(logger=core, append_target_to_name=False))
 
 
+@functools.cache
 def forwarding_runtime() -> Runtime:
-    """A runtime with the SDK's defaults but for `core_logging`: the CLI's default runtime."""
+    """A runtime with the SDK's defaults but for `core_logging`: the CLI's default runtime.
+
+    One per process: `run_cli` asks for it on every call (a program may call it often), and a
+    runtime starts the core's threads."""
     return Runtime(telemetry=TelemetryConfig(logging=core_logging()))
