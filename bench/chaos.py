@@ -59,6 +59,7 @@ from chaos_report import Kill, Report, RunRecord, analyse
 from chaos_runs import Runs, collect
 from chaos_store import THRESHOLD, CountingStore, Outage
 from chaos_worker import Workers
+from harness import leave
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
@@ -303,4 +304,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_agents import AGENTS, EFFECTS_ENV, ENTRY_MARK_ENV
 from chaos_report import Kill
 from chaos_store import THRESHOLD, CountingStore, append_log
+from harness import leave
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import (
@@ -154,4 +155,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

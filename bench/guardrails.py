@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import leave
 from temporalio.client import Client, WorkflowFailureError
 
 from towline import Agent, Usage
@@ -135,4 +136,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -424,12 +424,19 @@ async def bench_server() -> AsyncIterator[tuple[MemoryServer, dict[str, Client]]
         await server.stop()
 
 
-def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 0) -> NoReturn:
-    """Print a benchmark's `report` (as JSON, or its `table`) and leave with `code` at once:
-    the SDK's runtime can abort at interpreter exit (sdk-python #300)."""
-    print(json.dumps(report, indent=2) if as_json else table(report))
+def leave(code: int) -> NoReturn:
+    """Flush the output and leave with `code` at once, without the interpreter's teardown: the
+    SDK's Rust runtime can abort a process at interpreter exit (SIGABRT, "PyGILState_Release:
+    thread state must be current", sdk-python #300), after the benchmark printed its figures."""
     sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(code)
+
+
+def finish(report: Any, as_json: bool, table: Callable[[Any], str], code: int = 0) -> NoReturn:
+    """Print a benchmark's `report` (as JSON, or its `table`) and `leave` with `code`."""
+    print(json.dumps(report, indent=2) if as_json else table(report))
+    leave(code)
 
 
 def main() -> None:
@@ -445,8 +452,7 @@ def main() -> None:
     args = parser.parse_args()
     asyncio.run(serve(args.serve, args.address, args.task_queue, args.payload_store, args.ablate,
                       args.gc_log, args.latency))
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    leave(0)
 
 
 if __name__ == "__main__":

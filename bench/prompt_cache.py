@@ -35,6 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "providers")]
 # the fake provider of the tests (tests/providers is put on the path above)
 from anthropic_rules import AnthropicRules  # pyright: ignore[reportMissingImports]
 from fake_server import FakeProvider  # pyright: ignore[reportMissingImports]
+from harness import leave
 from temporalio.client import Client
 
 from towline import Agent, Limits, ModelSettings, tool
@@ -124,4 +125,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    leave(asyncio.run(main()))

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "providers")]
 
 from fake_server import FakeProvider, Reply  # pyright: ignore[reportMissingImports]
+from harness import leave
 from openai_replies import completion  # pyright: ignore[reportMissingImports]
 from temporalio.client import Client
 
@@ -183,4 +184,4 @@ async def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    leave(asyncio.run(main()))
