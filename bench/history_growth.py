@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import uuid
 from datetime import timedelta
@@ -27,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import leave
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -123,8 +123,7 @@ def main() -> None:
         for r in rows:
             print(f"{r['steps']:>6} {r['agent_bytes']:>12} {r['baseline_bytes']:>10} "
                   f"{r['agent_bytes_per_step']:>11} {r['ratio']:>6}")
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import leave
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -126,8 +126,7 @@ def main() -> None:
                   f"{('yes' if r['watched'] else 'no'):<8} {r['events']:>7} "
                   f"{r['events_per_step']:>8} {r['bytes_per_step']:>11} {r['signals']:>8} "
                   f"{r['updates']:>8}")
-    sys.stdout.flush()
-    os._exit(0)  # the SDK runtime can abort at interpreter exit (sdk-python #300)
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ has imported towline once.
 Why: the suite runs about two hundred commands through `cli_helpers.towline` that are not
 docs commands, and each fresh interpreter spent about 0.5 s of CPU importing temporalio,
 towline and their dependencies before parsing its arguments: with the crash tests' worker
-processes, about a fifth of the suite's CPU. A zygote (`tests/fork_zygote.py`, one per test process, started on first use)
-imports them once and forks a child per command. The child is still a process of its own
+processes, about a fifth of the suite's CPU. A zygote (`tests/fork_zygote.py`, one per test
+process, started on first use) imports them once and forks a child per command. The child is still a process of its own
 running the command's code from its entry point: its own environment, working directory,
 `sys.path`, pipes, process id, signals and exit code, as `asyncio.subprocess.Process` gives
 them (`ForkedProcess` has the same methods). Docs commands never come here: they run exactly
