@@ -84,6 +84,7 @@ class TextStream:
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._token: Any = None
+        self._sending = asyncio.Lock()
 
     def add(self, delta: str, kind: str = "text") -> None:
         """Buffer a piece of text (or, `kind="thinking"`, of thinking) for the next batch."""
@@ -100,7 +101,10 @@ class TextStream:
     ) -> None:
         _CURRENT.reset(self._token)
         if self._task is not None:
-            self._task.cancel()
+            # not while a batch is on its way: a signal cut short is sent again by the next
+            # flush, and history pays for both (the stream drops the copy)
+            async with self._sending:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if kind is None or not issubclass(kind, asyncio.CancelledError):
@@ -111,7 +115,8 @@ class TextStream:
         while self.batches < MAX_BATCHES - 1:  # the last batch is sent when the model is done
             await self._arrived.wait()
             await asyncio.sleep(interval)
-            await self._send()
+            async with self._sending:
+                await self._send()
             interval = min(interval * GROWTH, MAX_INTERVAL)
 
     async def _send(self) -> None:

@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -63,18 +64,66 @@ def _tool_threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="towline-tool")
 
 
-async def run_tool_function(tool: Tool, inp: ToolActivityInput) -> Any:
-    """Call the tool's function with validated arguments (sync tools in a thread)."""
+class _NotEntered(Exception):
+    """The entry mark was not recorded, so the function did not run: the attempt fails as
+    the mark's RPC did (its `__cause__`), and Temporal retries it."""
+
+
+async def _enter(enter: Callable[[], Awaitable[object]] | None) -> None:
+    if enter is not None:
+        try:
+            await enter()
+        except Exception as e:
+            raise _NotEntered() from e
+
+
+async def _in_thread(call: Callable[[], Any], enter: Callable[[], Awaitable[object]] | None) -> Any:
+    """`call` in one of the tools' threads, started once `enter` is on record.
+
+    The thread is running before the entry mark is sent, and the function starts as soon as
+    the mark is acknowledged: a worker lost in between leaves a call that is recorded as
+    entered but never ran (a false uncertain effect), so that gap is kept to one wake-up, not
+    a thread's creation and a task's scheduling (the chaos bench saw 130 ms there once).
+    """
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    go = threading.Event()
+    entered = False
+
+    def gated() -> Any:
+        loop.call_soon_threadsafe(lambda: ready.done() or ready.set_result(None))
+        go.wait()
+        return call() if entered else None
+
+    running = loop.run_in_executor(_tool_threads(), gated)
+    try:
+        if enter is not None:
+            await ready
+            await _enter(enter)
+        entered = True
+    finally:
+        go.set()  # run the function, or (not entered: the mark failed or was cancelled) return
+        if not entered:
+            running.cancel()
+    return await running
+
+
+async def run_tool_function(
+    tool: Tool, inp: ToolActivityInput, enter: Callable[[], Awaitable[object]] | None = None
+) -> Any:
+    """Call the tool's function with validated arguments (sync tools in a thread); `enter`,
+    when given, records entering it, acknowledged, right before its first line runs."""
     parsed = tool.args_model.model_validate(inp.args)
     kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
     args: list[Any] = [inp.context(tool.name, activity.info().workflow_id or "")] \
         if tool.takes_ctx else []
     try:
         if inspect.iscoroutinefunction(tool.function):
+            await _enter(enter)
             result = await tool.function(*args, **kwargs)
         else:  # a sync tool must not block the worker's event loop
             call = functools.partial(contextvars.copy_context().run, tool.function, *args, **kwargs)
-            result = await asyncio.get_running_loop().run_in_executor(_tool_threads(), call)
+            result = await _in_thread(call, enter)
         if inspect.isawaitable(result):
             result = await result
     except BaseException as e:
@@ -92,6 +141,7 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
     async def run_tool(inp: ToolActivityInput) -> ToolActivityResult:
         require_agent_run()
         details: tuple[Any, ...] = ()
+        enter: Callable[[], Awaitable[object]] | None = None
         if not tool.idempotent:
             earlier = entered_before()
             if earlier is not None:
@@ -100,8 +150,8 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                     "the tool is not idempotent, so it is not run again",
                     type=UNCERTAIN, non_retryable=True,
                 )
-            if inp.entry_mark:
-                details = (await mark_entered(),)
+            if inp.entry_mark:  # recorded right before the function's first line
+                details, enter = ({ENTERED_KEY: activity.info().attempt},), mark_entered
             elif activity.info().attempt == 1:
                 details = ({ENTERED_KEY: 1},)
             else:
@@ -112,7 +162,9 @@ def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[To
                     type=UNCERTAIN, non_retryable=True,
                 )
         try:
-            result = await with_heartbeats(run_tool_function(tool, inp), lambda: details)
+            result = await with_heartbeats(run_tool_function(tool, inp, enter), lambda: details)
+        except _NotEntered as e:
+            raise e.__cause__ or e from None
         except ModelRetry as e:
             return ToolActivityResult(status="retry", content=e.message)
         except ToolError as e:

@@ -108,7 +108,7 @@ def record(ctx: ToolContext, label: str) -> str:
 
 @tool(
     idempotent=True,
-    heartbeat_timeout=timedelta(seconds=2),
+    heartbeat_timeout=timedelta(seconds=4),
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=10),
 )
@@ -238,10 +238,10 @@ heartbeat_agent = Agent(
     name="durable-heartbeat",
     model=FunctionModel(one_call_script, model_name="durable-heartbeat-model"),
     tools=[sleepy_effect, once_effect, single_attempt, unmarked_effect],
-    tool_heartbeat_timeout=timedelta(seconds=2),
+    tool_heartbeat_timeout=timedelta(seconds=4),
 )
 """One tool call named by the prompt (`sleepy_effect:x`, `once_effect:hang`, ...); a lost
-worker is noticed after 2 s of missing heartbeats, not after the 5-minute call timeout."""
+worker is noticed after 4 s of missing heartbeats, not after the 5-minute call timeout."""
 
 crash_tool_agent = Agent(
     name="durable-crash-tool",

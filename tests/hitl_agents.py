@@ -132,11 +132,11 @@ desk = Agent(
 
 exact_desk = Agent(
     name="hitl-exact", model=FunctionModel(script, model_name="hitl-exact"),
-    tools=[pay, delete], tool_heartbeat_timeout=timedelta(seconds=2),
-    model_heartbeat_timeout=timedelta(seconds=2),
+    tools=[pay, delete], tool_heartbeat_timeout=timedelta(seconds=4),
+    model_heartbeat_timeout=timedelta(seconds=4),
     capabilities=[ToolApproval(tools=["pay", "delete"], timeout=timedelta(hours=1))],
 )
-"""The exactly-once tests' desk: every payment asks, and a lost worker is noticed in 2 s."""
+"""The exactly-once tests' desk: every payment asks, and a lost worker is noticed in 4 s."""
 
 AGENTS = [desk, exact_desk]
 

@@ -35,7 +35,7 @@ def _server(name: str, idempotent: bool) -> MCPServer:
     return MCPServer(
         name=name, command=sys.executable,  # the directory is read on the worker, when it connects
         args=[str(SERVER_SCRIPT), "stdio", "--dir", "${TOWLINE_TEST_EFFECTS}/server"],
-        idempotent=idempotent, heartbeat_timeout=timedelta(seconds=2),
+        idempotent=idempotent, heartbeat_timeout=timedelta(seconds=4),
         retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=10),
     )
 

@@ -63,7 +63,9 @@ guarded_agent = Agent(
     capabilities=[InputGuardrail(
         model=FunctionModel(_guard, model_name="port-crash-guard", usage=GUARD_USAGE),
         policy="No homework.", name="homework")],
-    model_heartbeat_timeout=timedelta(seconds=2),
+    # a lost worker is noticed after 4 s; at 2 s (heartbeats every 1.6 s) a loaded machine
+    # once delayed the new worker's own heartbeats past the timeout
+    model_heartbeat_timeout=timedelta(seconds=4),
     model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 )
 

@@ -86,10 +86,10 @@ echo_agent = Agent(name="rerun-echo", model=FunctionModel(echo_script, model_nam
 echo_agent_v2 = replace(echo_agent, instructions="Echo the prompt, loudly.")
 
 
-@tool(idempotent=True, heartbeat_timeout=timedelta(seconds=2))
+@tool(idempotent=True, heartbeat_timeout=timedelta(seconds=4))
 async def square(n: int) -> int:
     """The square of `n`, slowly (so a worker can be killed while cases are under way); a
-    call on a killed worker is retried elsewhere within the 2 s heartbeat timeout."""
+    call on a killed worker is retried elsewhere within the 4 s heartbeat timeout."""
     await asyncio.sleep(0.2)
     return n * n
 
@@ -105,7 +105,7 @@ def square_script(messages: list[Message], info: ModelInfo) -> ModelResponse | s
 
 
 eval_agent = Agent(name="rerun-eval", model=FunctionModel(square_script, model_name="square-model"),
-                   tools=[square], model_heartbeat_timeout=timedelta(seconds=2))
+                   tools=[square], model_heartbeat_timeout=timedelta(seconds=4))
 EVAL_AGENTS = [eval_agent]
 
 

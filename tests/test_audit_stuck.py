@@ -18,6 +18,7 @@ from readme import cli_env
 from temporalio.client import Client
 
 from towline import Agent, Capability, ModelRequestState
+from towline.cli.stalled import waits_on_nothing
 from towline.client import start_run
 from towline.models import TestModel
 from towline.testing import towline_worker
@@ -45,10 +46,20 @@ class Memo(Capability):
         return state
 
 
+class Pause(Capability):
+    """Waits on a one-second durable timer before each model request (a run that moves)."""
+
+    async def before_model_request(self, state: ModelRequestState) -> ModelRequestState:
+        await asyncio.sleep(1)
+        return state
+
+
 forever = Agent(name="audit-forever", model=TestModel(custom_output_text="done"),
                 capabilities=[Forever()])
 memo = Agent(name="audit-memo", model=TestModel(custom_output_text="done"),
              capabilities=[Memo()])
+pause = Agent(name="audit-pause", model=TestModel(custom_output_text="done"),
+              capabilities=[Pause()])
 
 
 def _one(rows: Any, run_id: str) -> dict[str, Any] | None:
@@ -98,3 +109,20 @@ async def test_module_level_hook_state_is_listed_stuck_as_nondeterministic(
             assert "TMPRL1100" in row["failure"], row
         finally:
             await handle.terminate("test over")
+
+
+async def test_a_run_that_moved_since_it_was_described_is_not_listed_stuck(client: Client) -> None:
+    """`runs --stuck` describes a run, then reads its history: a run that moved in between
+    (its timer fired, its next task ran) is not taken for one that waits on nothing."""
+    async with towline_worker(client, [pause]) as (tclient, queue):
+        handle = await start_run(tclient, pause, "go", task_queue=queue)
+        async with asyncio.timeout(30):
+            while True:  # the moment only the hook's timer is pending
+                desc = await handle.describe()
+                raw = desc.raw_description
+                if not raw.HasField("pending_workflow_task") and not raw.pending_activities \
+                        and raw.workflow_execution_info.history_length > 3:
+                    break
+                await asyncio.sleep(0.02)
+        assert (await handle.result()).output == "done"
+    assert await waits_on_nothing(tclient, desc) is None

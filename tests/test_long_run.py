@@ -127,8 +127,9 @@ SHORT = 120
 
 # idempotent: retried, not refused, when a crash test kills its worker mid-call
 plus = Tool.from_function(add.function, name="plus", idempotent=True)
-# a model call lost with a killed worker is retried after 2 s without heartbeats, not 20 s
-brief = adding("brief-run", SHORT, plus, model_heartbeat_timeout=timedelta(seconds=2))
+# a model call lost with a killed worker is retried after 4 s without heartbeats, not 20 s
+# (at 2 s, heartbeats every 1.6 s, a worker on a loaded machine can miss its own)
+brief = adding("brief-run", SHORT, plus, model_heartbeat_timeout=timedelta(seconds=4))
 BRIEF_AGENTS = [brief]
 """For worker processes (`tests/worker_main.py --agents test_long_run:BRIEF_AGENTS`)."""
 

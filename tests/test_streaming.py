@@ -7,7 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    SignalWorkflowInput,
+    WorkflowHandle,
+)
 
 from towline import Agent, ModelSettings, ToolCallPart, tool
 from towline.activities.streaming import MAX_BATCHES
@@ -111,6 +117,39 @@ async def test_text_batches_are_what_history_pays_and_they_are_bounded(client: C
     assert [e.type for e in quiet_seen] == ["run", "step", "response", "result"]
     assert quiet_seen[0].field("streaming") is False
     assert signals(await history_events(quiet)) == 0
+
+
+class _SlowAck(Interceptor):
+    """The server's answer to each of the stream's signals comes back 0.5 s late."""
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        class Outbound(OutboundInterceptor):
+            async def signal_workflow(self, input: SignalWorkflowInput) -> None:
+                await super().signal_workflow(input)  # on the server from here on
+                if input.signal.startswith("__temporal_workflow_stream"):
+                    await asyncio.sleep(0.5)
+
+        return Outbound(next)
+
+
+async def test_a_batch_on_its_way_when_the_model_ends_is_signalled_once(client: Client) -> None:
+    """The model finishes while a batch's signal waits for its answer: the call waits for it
+    rather than cutting it short and sending it again (history would pay for both)."""
+    async def brief(messages: list[Message], info: ModelInfo) -> AsyncIterator[str]:
+        yield "first "
+        await asyncio.sleep(0.5)  # ends while the first batch (sent at 0.3 s) awaits its answer
+        yield "last"
+
+    agent = Agent(name="stream-slow-ack", model=FunctionModel(brief, model_name="brief"),
+                  settings=ModelSettings(stream=True))
+    slow = Client(**{**client.config(), "interceptors": [_SlowAck()]})
+    async with towline_worker(slow, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "talk", task_queue=queue)
+        seen = await asyncio.wait_for(collect(handle), 60)
+        assert (await handle.result()).output == "first last"
+    texts = [e.field("delta") for e in seen if e.type == "text"]
+    assert texts == ["first ", "last"]
+    assert signals(await history_events(handle)) == 2  # one per batch, none sent twice
 
 
 async def test_a_watched_run_continues_as_new_and_its_offsets_go_on(client: Client) -> None:

@@ -63,7 +63,7 @@ def sdist(package: str) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.exists():
             subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                            "--no-binary", ":all:", f"{package}=={pinned['version']}",
+                            "--no-binary", package, f"{package}=={pinned['version']}",
                             "-d", str(folder)], check=True, timeout=600, capture_output=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == pinned["sha256"], f"{path} is not the pinned {package} sdist ({digest})"

@@ -24,3 +24,11 @@ lost = Agent(
 )
 """A model request whose worker may be killed: its heartbeat times out after 4 s (at 2 s, a
 worker just started on a loaded machine once missed its own heartbeats: a second loss)."""
+
+quick = Agent(
+    name="retry-quick", model="openai:gpt-4.1-mini",
+    model_retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=10),
+                                   backoff_coefficient=1.0, maximum_attempts=5),
+)
+"""A model request retried 10 ms after it failed: the retry starts and ends between two of a
+follower's polls of the run."""

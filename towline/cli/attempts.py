@@ -14,6 +14,7 @@ summary (`<model> · step N`; a tool's is `name(args)`, the step of the model re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class FailedAttempt:
     worker: str | None = None
     """The identity of the worker that ran it, when Temporal says (a live run's: while its
     retry waits; once the next attempt runs, Temporal names that one's worker)."""
+    past: bool = False
+    """Told once the run had ended (read from its history): its retry has run already."""
 
     def line(self, now: datetime | None = None) -> str:
         """What `towline run` and `towline watch` print for it."""
@@ -85,6 +88,8 @@ class FailedAttempt:
     def _next(self, now: datetime | None) -> str:
         if not self.retried:
             return "no attempts left"
+        if self.past:
+            return "retried"
         if self.retry_at is None:
             return "retrying now"
         wait = (self.retry_at - (now or datetime.now(UTC))).total_seconds()
@@ -236,6 +241,19 @@ class AttemptWatch:
             if (a.activity_id, a.attempt) not in self.told:
                 self.told.add((a.activity_id, a.attempt))
                 self.say(a)
+
+    async def settle(self) -> None:
+        """Once the run has ended: tell of the retried attempts its history records that no
+        poll saw (a retry that started and finished between two polls, as when another worker
+        was already polling when a lost worker's heartbeat timed out)."""
+        try:
+            history = await self.client.get_workflow_handle(self.workflow_id).fetch_history()
+        except RPCError:
+            return
+        for a in await history_attempts(self.client, list(history.events)):
+            if a.retried and (a.activity_id, a.attempt) not in self.told:
+                self.told.add((a.activity_id, a.attempt))
+                self.say(dataclasses.replace(a, past=True))
 
 
 ATTEMPT_POLL = 0.5

@@ -105,6 +105,8 @@ async def _follow(
             done, _ = await asyncio.wait({result, stopped}, timeout=POLL_INTERVAL,
                                          return_when=asyncio.FIRST_COMPLETED)
             if result in done:
+                if attempts is not None:
+                    await attempts.settle()
                 return result.result()
             if stopped in done:
                 result.cancel()

@@ -49,6 +49,13 @@ _PAGES = 5
 
 _CLOSING = {EventType.EVENT_TYPE_TIMER_FIRED, EventType.EVENT_TYPE_TIMER_CANCELED}
 
+_MOVING = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED, EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+}
+"""A workflow task newer than the last completed one: it is on its way, or failed and is
+retried (the description, read a moment before the history, may not show it yet)."""
+
 
 async def waits_on_nothing(
     client: Client, desc: WorkflowExecutionDescription
@@ -61,6 +68,7 @@ async def waits_on_nothing(
             or raw.HasField("pending_workflow_task") or raw.pending_activities
             or raw.pending_children or raw.pending_nexus_operations):
         return None
+    length = raw.workflow_execution_info.history_length
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace,
         execution=ExecutionRef(workflow_id=desc.id, run_id=desc.run_id or ""),
@@ -68,11 +76,18 @@ async def waits_on_nothing(
     )
     closed: set[int] = set()
     since: datetime | None = None
+    settled = False  # the last workflow task completed (met, newest first)
     for _ in range(_PAGES):
         response = await client.workflow_service.get_workflow_execution_history_reverse(request)
         for event in response.history.events:
             if since is None:
+                if event.event_id != length:  # the run moved since it was described
+                    return None
                 since = event.event_time.ToDatetime(UTC)
+            if not settled:
+                if event.event_type in _MOVING:
+                    return None
+                settled = event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
             if event.event_type in _CLOSING:
                 attrs = (event.timer_fired_event_attributes
                          if event.event_type == EventType.EVENT_TYPE_TIMER_FIRED
