@@ -19,6 +19,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 import temporalio.client
+from forkserver import launcher_env
 from temporalio.testing import WorkflowEnvironment
 
 from towline.devserver import start_dev_server
@@ -42,6 +43,15 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield environment
     finally:
         await environment.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _launchers() -> None:
+    """What this process starts knows its zygote's launchers (`tests/forkserver.py`): the
+    tests' stdio MCP servers start through `${TOWLINE_FORK_PYTHON}`, forked from the zygote."""
+    for name, value in launcher_env().items():
+        if name != "PATH_FIRST":
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -6,23 +6,30 @@ and no event loop, so forking it is safe: each child runs one command exactly as
 `python -m towline.cli ARGS` (or `python SCRIPT ARGS`) would, with its own environment, working
 directory, `sys.path` and standard streams, passed over the socket, and ends with that
 command's exit code, which the zygote reports to the client once it has reaped the child.
+A request from the launcher (`tests/fork_launcher.py`) brings a fourth descriptor, the read end
+of a pipe only the launcher writes to: when it closes, the child kills its own process group.
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
 import gc
 import io
 import json
 import os
 import selectors
+import signal
 import socket
 import sys
+import threading
 import traceback
 from typing import Any
 
 _ZYGOTE_PATH = os.environ.get("PYTHONPATH", "")
 _MAX_REQUEST = 1 << 20
+_MAX_FDS = 4
+"""Standard streams, and the launcher's lifeline."""
 
 
 def _base_path() -> list[str]:
@@ -50,15 +57,37 @@ def _streams(env: dict[str, str]) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
 
 
+def _lifeline(fd: int) -> None:
+    """Kill this child's process group once `fd` closes: the launcher standing in for it (the
+    only writer of that pipe) is gone, as SIGKILL of its group would have taken the command."""
+    os.set_inheritable(fd, False)
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 64):
+                pass
+        os.killpg(0, signal.SIGKILL)
+
+    # started with every signal blocked, so that signals go to the command's own threads,
+    # as in a process without this one
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        threading.Thread(target=watch, name="launcher-lifeline", daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _child(request: dict[str, Any], fds: list[int], base: list[str]) -> None:
     """Become the command's process, run it, and exit with its code (never returns)."""
     code = 1
     try:
         if request.get("new_session"):
             os.setsid()
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
             os.close(fd)
+        if len(fds) > 3:  # from the launcher (tests/fork_launcher.py)
+            _lifeline(fds[3])
         env: dict[str, str] = request["env"]
         script: str | None = request.get("script")  # else `python -m towline.cli ARGS`
         from towline.runtime.hashseed import COMMANDS
@@ -102,7 +131,7 @@ def _child(request: dict[str, Any], fds: list[int], base: list[str]) -> None:
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     fds = array.array("i")
-    data, ancillary, _, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_LEN(3 * fds.itemsize))
+    data, ancillary, _, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_LEN(_MAX_FDS * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
@@ -116,6 +145,8 @@ def serve(path: str) -> None:
     from towline.cli import build_parser
 
     build_parser()  # imports every command's module
+    import mcp.server.mcpserver  # the tests' MCP servers (tests/mcp_servers.py) fork from here
+    del mcp
     gc.collect()
     gc.freeze()  # the children share these pages instead of copying them on the first scan
     base = _base_path()

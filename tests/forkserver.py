@@ -8,8 +8,10 @@ processes, about a fifth of the suite's CPU. A zygote (`tests/fork_zygote.py`, o
 process, started on first use) imports them once and forks a child per command. The child is still a process of its own
 running the command's code from its entry point: its own environment, working directory,
 `sys.path`, pipes, process id, signals and exit code, as `asyncio.subprocess.Process` gives
-them (`ForkedProcess` has the same methods). Docs commands never come here: they run exactly
-as written through `bash -c` (`readme.py`).
+them (`ForkedProcess` has the same methods). Docs commands run exactly as written through
+`bash -c` (`readme.py`), and the `towline` they find first on PATH is the launcher
+(`tests/fork_launcher.py`, made by `launcher_env`), which has this zygote fork them too; so do
+the tests' stdio MCP servers (`${TOWLINE_FORK_PYTHON}`, `mcp_helpers.stdio_launch`).
 
 A command is forked only when its environment asks nothing a fork cannot give: towline's
 hash seed (a process cannot change its own), and no `TOWLINE_FORK=0` (set it to run every
@@ -37,11 +39,12 @@ from typing import Any
 import towline.cli
 from towline.runtime.hashseed import wanted_seed
 
-__all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script"]
+__all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script", "launcher_env"]
 
 _ENTRY = str(Path(towline.cli.__file__ or "").with_name("__main__.py"))
 """The child's `sys.argv[0]`, as `python -m towline.cli` has it."""
 _ZYGOTE = Path(__file__).with_name("fork_zygote.py")
+_LAUNCHER = Path(__file__).with_name("fork_launcher.py")
 _SEED = wanted_seed({})
 """The zygote's seed: the one towline's commands pin when `TOWLINE_HASH_SEED` is not set."""
 
@@ -78,6 +81,26 @@ def _zygote() -> str | None:
         proc.wait()
         return None
     return path
+
+
+@functools.cache
+def launcher_env() -> dict[str, str]:
+    """What a docs command's environment needs for its `towline` to be forked by this process's
+    zygote (`tests/fork_launcher.py`): `PATH_FIRST`, the folder to put first on PATH, and the
+    launcher's variables, `TOWLINE_FORK_PYTHON` among them (the launcher of `python SCRIPT`).
+    Empty when there is no zygote."""
+    path = _zygote() if os.environ.get("TOWLINE_FORK", "1") != "0" else None
+    if path is None:
+        return {}
+    folder = Path(path).parent
+    launchers = {name: folder / where / name for name, where in (("towline", "bin"),
+                                                                 ("python", "scripts"))}
+    for launcher in launchers.values():
+        launcher.parent.mkdir(exist_ok=True)
+        launcher.write_text(f"#!{sys.executable} -IS\n{_LAUNCHER.read_text()}")
+        launcher.chmod(0o755)
+    return {"PATH_FIRST": str(launchers["towline"].parent), "TOWLINE_FORK_SOCKET": path,
+            "TOWLINE_FORK_SEED": _SEED, "TOWLINE_FORK_PYTHON": str(launchers["python"])}
 
 
 class ForkedProcess:

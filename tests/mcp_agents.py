@@ -9,11 +9,11 @@ did. A short heartbeat timeout lets the successor take over a killed call quickl
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from mcp_helpers import stdio_launch
 from temporalio.common import RetryPolicy
 
 from towline import Agent, ModelResponse, ToolCallPart
@@ -23,9 +23,6 @@ from towline.models import FunctionModel, ModelInfo
 
 __all__ = ["AGENTS", "idempotent_agent", "uncertain_agent", "server_root"]
 
-SERVER_SCRIPT = Path(__file__).with_name("mcp_servers.py")
-
-
 def server_root() -> Path:
     """Where this process's MCP servers count effects (set by the test for each worker)."""
     return Path(os.environ.get("TOWLINE_TEST_EFFECTS", "/nonexistent")) / "server"
@@ -33,8 +30,8 @@ def server_root() -> Path:
 
 def _server(name: str, idempotent: bool) -> MCPServer:
     return MCPServer(
-        name=name, command=sys.executable,  # the directory is read on the worker, when it connects
-        args=[str(SERVER_SCRIPT), "stdio", "--dir", "${TOWLINE_TEST_EFFECTS}/server"],
+        name=name,  # the directory is read on the worker, when it connects
+        **stdio_launch("stdio", "--dir", "${TOWLINE_TEST_EFFECTS}/server"),
         idempotent=idempotent, heartbeat_timeout=timedelta(seconds=4),
         retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=10),
     )

@@ -25,6 +25,7 @@ from towline.devserver import free_port
 from towline.mcp import MCPServer
 
 __all__ = [
+    "stdio_launch",
     "SERVER_SCRIPT",
     "stdio_server",
     "http_server",
@@ -42,10 +43,21 @@ __all__ = [
 SERVER_SCRIPT = Path(__file__).with_name("mcp_servers.py")
 
 
+def stdio_launch(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`MCPServer` options that start the test server over stdio with `args`: through the
+    launcher of the worker's test process, forked from its zygote (`tests/fork_launcher.py`;
+    the `mcp` SDK is imported there once), or by this interpreter where there is none."""
+    launch = {"TOWLINE_FORK_SOCKET": "${TOWLINE_FORK_SOCKET:-}",
+              "TOWLINE_FORK_SEED": "${TOWLINE_FORK_SEED:-}",
+              "PYTHONHASHSEED": "${TOWLINE_FORK_SEED:-random}"}
+    return {"command": f"${{TOWLINE_FORK_PYTHON:-{sys.executable}}}",
+            "args": [str(SERVER_SCRIPT), *args], "env": {**launch, **(env or {})}}
+
+
 def stdio_server(name: str, root: Path, **options: Any) -> MCPServer:
     """The test server over stdio (the worker starts it), counting under `root`."""
-    return MCPServer(name=name, command=sys.executable,
-                     args=[str(SERVER_SCRIPT), "stdio", "--dir", str(root)], **options)
+    return MCPServer(name=name, **stdio_launch("stdio", "--dir", str(root), env=options.pop("env", None)),
+                     **options)
 
 
 def http_server(name: str, port: int, **options: Any) -> MCPServer:

@@ -10,7 +10,9 @@ other direction: every README command is run by some test (found by reading the 
 sources), except the few listed in `NOT_RUNNABLE_HERE` with the reason.
 
 Commands run through `bash -c` with this interpreter's scripts directory first on PATH (so
-`towline`, `temporal` and `python` are the ones of the venv under test). A trailing
+`towline`, `temporal` and `python` are the ones of the venv under test), after the folder of
+the launcher that `towline` is there (`tests/fork_launcher.py`: the command is forked from the
+test process's zygote, which has imported towline once; `TOWLINE_FORK=0` runs the real one). A trailing
 `# comment` is not part of a command; `\\` continuations are joined.
 """
 
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from forkserver import launcher_env
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -105,7 +109,10 @@ def cli_env(address: str | None = None, namespace: str = "default",
         env["TEMPORAL_ADDRESS"] = address
         env["TEMPORAL_NAMESPACE"] = namespace
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    launcher = dict(launcher_env())
+    first = [launcher.pop("PATH_FIRST")] if launcher else []
+    env["PATH"] = os.pathsep.join([*first, str(BIN), env.get("PATH", "")])
+    env.update(launcher)  # `towline` forked from this process's zygote (tests/fork_launcher.py)
     # The seed `towline` would restart itself with (towline/runtime/hashseed.py): set here, each
     # command starts once instead of twice (0.7 s each); tests/test_guard_holes.py runs the
     # restart itself.

@@ -8,6 +8,7 @@ compares what a test would see, so a difference would show here before it hid in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -102,3 +103,105 @@ async def test_a_forked_command_is_interrupted_like_a_fresh_one(target: str) -> 
 async def test_a_command_under_another_seed_runs_in_a_fresh_interpreter() -> None:
     env = {**cli_env(None), "TOWLINE_HASH_SEED": "7"}
     assert await forked_towline(("--version",), env=env, cwd=REPO) is None
+
+
+# --- docs commands: the launcher that `towline` is on their PATH (tests/fork_launcher.py) ---
+
+PROBE_AGENT = """\
+import json, os, signal, sys, time
+parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(),
+                  "forked": "fork_zygote" in parent, "stdin": sys.stdin.read()}), flush=True)
+while os.environ.get("PROBE") == "sleep":  # until a signal ends it (whichever thread gets it)
+    time.sleep(0.05)
+if os.environ.get("PROBE") == "term":
+    os.kill(os.getpid(), signal.SIGTERM)
+raise SystemExit(int(os.environ.get("PROBE_CODE", "0")))
+"""
+
+
+async def _bash(command: str, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> tuple[int, dict[str, object], str]:
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", command, env=env, cwd=cwd, start_new_session=True,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    assert proc.returncode is not None
+    return proc.returncode, json.loads(out.decode().splitlines()[0]), err.decode()
+
+
+async def test_a_docs_command_is_forked_and_answers_as_the_real_one(tmp_path: Path) -> None:
+    (tmp_path / "probe_agents.py").write_text(PROBE_AGENT)
+    env = {**cli_env(None), "PYTHONPATH": "", "PROBE_CODE": "3"}
+    command = "towline worker --agent probe_agents:agent"
+    real = await _bash(command, {**env, "TOWLINE_FORK": "0"}, tmp_path, b"typed")
+    forked = await _bash(command, env, tmp_path, b"typed")
+    assert real[1].pop("forked") is False and forked[1].pop("forked") is True
+    real[1].pop("pid"), forked[1].pop("pid")
+    assert real == forked  # exit code, argv, cwd, stdin and stderr alike
+    assert real[0] == 3 and real[1]["argv"] == [str(Path(sys.executable).parent / "towline"),
+                                                "worker", "--agent", "probe_agents:agent"]
+
+
+async def test_a_forked_docs_command_ends_by_the_signal_that_ends_the_real_one(tmp_path: Path) -> None:
+    (tmp_path / "probe_agents.py").write_text(PROBE_AGENT)
+    env = {**cli_env(None), "PYTHONPATH": "", "PROBE": "term"}
+    command = "towline worker --agent probe_agents:agent"
+    real = await _bash(command, {**env, "TOWLINE_FORK": "0"}, tmp_path)
+    forked = await _bash(command, env, tmp_path)
+    assert real[0] == forked[0] == -signal.SIGTERM
+    assert forked[1]["forked"] is True
+
+
+async def _group(command: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    """`command` through `bash -c` in a process group of its own, as `readme_process` runs it."""
+    return await asyncio.create_subprocess_exec(
+        "bash", "-c", command, env=env, cwd=cwd, start_new_session=True,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+
+
+async def test_a_sigint_to_the_group_stops_a_forked_docs_command_as_the_real_one(target: str) -> None:
+    env = cli_env(target)
+    ended = []
+    for fork in ("0", "1"):
+        proc = await _group(f"towline worker --agent examples.calculator:agent --task-queue "
+                            f"launch-{fork}", {**env, "TOWLINE_FORK": fork}, REPO)
+        try:
+            said = await read_until(proc.stderr, "Ctrl-C stops.")
+            launched = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+            assert (launched[1] == b"-IS") == (fork == "1"), launched  # the launcher, or not
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        ended.append((proc.returncode, "Traceback" in said + err.decode(), out.decode(),
+                      err.decode().strip().splitlines()[-1:]))
+    assert ended[0] == ended[1] and ended[0][0] == 0 and ended[0][1] is False, ended
+
+
+async def test_a_sigkill_of_the_group_takes_the_forked_docs_command_along(tmp_path: Path) -> None:
+    """The forked command is not in the launcher's group: it goes when the launcher goes."""
+    (tmp_path / "probe_agents.py").write_text(PROBE_AGENT)
+    env = {**cli_env(None), "PYTHONPATH": "", "PROBE": "sleep"}
+    proc = await _group("towline worker --agent probe_agents:agent", env, tmp_path)
+    assert proc.stdout is not None
+    seen = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+    try:
+        assert seen["forked"] is True
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
+        async with asyncio.timeout(10):
+            while _alive(int(seen["pid"])):
+                await asyncio.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(seen["pid"]), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False

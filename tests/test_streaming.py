@@ -11,9 +11,11 @@ from temporalio.client import (
     Client,
     Interceptor,
     OutboundInterceptor,
+    QueryWorkflowInput,
     SignalWorkflowInput,
     WorkflowHandle,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from towline import Agent, ModelSettings, ToolCallPart, tool
 from towline.activities.streaming import MAX_BATCHES
@@ -150,6 +152,41 @@ async def test_a_batch_on_its_way_when_the_model_ends_is_signalled_once(client: 
     texts = [e.field("delta") for e in seen if e.type == "text"]
     assert texts == ["first ", "last"]
     assert signals(await history_events(handle)) == 2  # one per batch, none sent twice
+
+
+class _LateQuery(Interceptor):
+    """The first query of each run's stream times out, as when its worker is too busy."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        outer = self
+
+        class Outbound(OutboundInterceptor):
+            async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+                if input.query.startswith("__temporal_workflow_stream") and not outer.failed:
+                    outer.failed += 1
+                    raise RPCError("query timed out before a worker could process it",
+                                   RPCStatusCode.DEADLINE_EXCEEDED, b"")
+                return await super().query_workflow(input)
+
+        return Outbound(next)
+
+
+async def test_a_closed_runs_events_survive_a_query_no_worker_answered_in_time(
+    client: Client,
+) -> None:
+    agent = streaming_agent("stream-late-query")
+    async with towline_worker(client, [agent]) as (tc, queue):
+        handle = await start_run(tc, agent, "double 21", task_queue=queue)
+        await handle.result()
+        seen = await asyncio.wait_for(collect(handle), 60)  # read back by the worker's query
+        late = _LateQuery()
+        slow = Client(**{**tc.config(), "interceptors": [late]})
+        again = await asyncio.wait_for(collect(slow.get_workflow_handle(handle.id)), 60)
+    assert late.failed == 1
+    assert [e.to_json() for e in again] == [e.to_json() for e in seen]
 
 
 async def test_a_watched_run_continues_as_new_and_its_offsets_go_on(client: Client) -> None:

@@ -298,6 +298,9 @@ async def events(
 _TRANSIENT = frozenset({
     RPCStatusCode.ABORTED, RPCStatusCode.CANCELLED, RPCStatusCode.INTERNAL,
     RPCStatusCode.UNAVAILABLE, RPCStatusCode.UNKNOWN, RPCStatusCode.RESOURCE_EXHAUSTED,
+    # a closed run's events come from a query, which a busy worker (replaying the run on a
+    # loaded machine) may not answer in time: "query timed out before a worker could process it"
+    RPCStatusCode.DEADLINE_EXCEEDED,
 })
 """RPC errors after which `events` polls again."""
 _RETRIES = 8
