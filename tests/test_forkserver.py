@@ -137,7 +137,8 @@ async def test_a_docs_command_is_forked_and_answers_as_the_real_one(tmp_path: Pa
     real = await _bash(command, {**env, "TOWLINE_FORK": "0"}, tmp_path, b"typed")
     forked = await _bash(command, env, tmp_path, b"typed")
     assert real[1].pop("forked") is False and forked[1].pop("forked") is True
-    real[1].pop("pid"), forked[1].pop("pid")
+    for seen in (real[1], forked[1]):
+        del seen["pid"]
     assert real == forked  # exit code, argv, cwd, stdin and stderr alike
     assert real[0] == 3 and real[1]["argv"] == [str(Path(sys.executable).parent / "towline"),
                                                 "worker", "--agent", "probe_agents:agent"]
