@@ -136,11 +136,20 @@ _RESOLVED = "_towline_engine"
 
 
 def engine() -> int:
-    """The run's engine version: resolved by the cascade on first use, then remembered."""
+    """The run's engine version: resolved by the cascade on first use, then remembered.
+
+    An update validator (or a query) that runs before the run's first step resolved it may not
+    call `workflow.patched` (read-only: the workflow task would fail, again and again). Only a
+    new run's first activation gets there (a replay resolves it in its first activation and
+    does not validate recorded updates again), and a new run takes the newest engine: that,
+    not remembered, so that the run's first step still records the marker.
+    """
     instance: Any = workflow.instance()
     known: Any = getattr(instance, _RESOLVED, None)
     if isinstance(known, int):
         return known
+    if workflow.unsafe.is_read_only():
+        return ENGINES[0][1]
     version = LEGACY
     for patch_id, number in ENGINES:
         if workflow.patched(patch_id):

@@ -1,0 +1,60 @@
+"""An update whose validator runs before the run's first step: refused or answered, never a
+failed workflow task.
+
+A validator is read-only: it may not record the engine's `workflow.patched` marker. Update-with-
+start (and an update that reaches a new run before its first workflow task) has the validator
+run in the activation that starts the run, before the run's code resolved its engine. The
+hypothesis fuzz of `test_fuzz_clients.py` found it: `approve` on a fresh session failed the
+task with `ReadOnlyContextError`, again on every retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from cli_helpers import patch_ids, task_failures
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+
+from towline import Agent, tool
+from towline.testing import towline_worker
+from towline.workflows.versions import ENGINES
+
+
+@tool
+def echo(text: str) -> str:
+    """Say `text` back."""
+    return text
+
+
+agent = Agent(name="first-activation", model="test", tools=[echo])
+
+
+def _start(queue: str) -> WithStartWorkflowOperation[Any, Any]:
+    return WithStartWorkflowOperation(
+        "AgentRun", {"agent": agent.name, "prompt": "hi", "session": True},
+        id=f"first-activation-{uuid.uuid4().hex[:8]}", task_queue=queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+
+
+@pytest.mark.parametrize("update", ["approve", "reject", "edit", "send"])
+async def test_an_update_validated_before_the_first_step_is_refused_not_a_failed_task(
+    client: Client, update: str,
+) -> None:
+    async with towline_worker(client, [agent]) as (tclient, queue):
+        start = _start(queue)
+        args: dict[str, Any] = {"content": ""} if update == "send" else {"call_id": "nope"}
+        with pytest.raises(WorkflowUpdateFailedError):
+            await tclient.execute_update_with_start_workflow(
+                update, args, start_workflow_operation=start)
+        handle = await start.workflow_handle()
+        # the session goes on: it answers a good message and ends when told
+        await handle.execute_update("send", {"content": "again"})
+        await handle.signal("end")
+        await handle.result()
+        assert not await task_failures(handle)
+        # the run's first step recorded the engine it took: the newest
+        events = [e async for e in handle.fetch_history_events()]
+        assert ENGINES[0][0] in patch_ids(events)
