@@ -8,7 +8,7 @@ worker processes (1 or 2, on one task queue, with the SDK's and towline's defaul
 worker settings), warms them up with two short runs, then starts R runs at once.
 
     python bench/scale.py                 # R = 200, 1000; S = 10; L = 200, 1000 ms; 1 and 2 workers
-    python bench/scale.py --quick         # R = 20, S = 3, L = 200 ms; 1 and 2 workers (~30 s)
+    python bench/scale.py --quick         # R = 10, S = 3, L = 200 ms; 1 and 2 workers (~20 s)
     python bench/scale.py --runs 200 --latency 200 --workers 1 --json
     python bench/scale.py --ablate memo,attrs,mark,facts   # what those cost (experiment)
 
@@ -45,7 +45,7 @@ from temporalio.client import Client, WorkflowHandle
 from towline.telemetry.actions import ActionCount, billable_actions
 
 GOAL_STEPS_PER_S = 0.90
-QUICK = {"runs": "20", "steps": 3, "latency": "200", "workers": "1,2", "sample": 20}
+QUICK = {"runs": "10", "steps": 3, "latency": "200", "workers": "1,2", "sample": 10}
 FULL = {"runs": "200,1000", "steps": 10, "latency": "200,1000", "workers": "1,2", "sample": 200}
 START_CONCURRENCY = 50
 """Start requests in flight at once (the client's own CPU is the limit beyond this)."""

@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 import temporalio.client
 from forkserver import launcher_env
+from ports import free_port
 from temporalio.testing import WorkflowEnvironment
 
 from towline.devserver import start_dev_server
@@ -38,7 +39,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     """The session's dev server (in-memory SQLite, no UI), shut down after the last test."""
-    environment = await start_dev_server(db_path=None, ui=False)
+    environment = await start_dev_server(db_path=None, ui=False, port=free_port())
     try:
         yield environment
     finally:

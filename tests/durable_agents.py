@@ -20,7 +20,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -311,22 +310,16 @@ class WorkerProcess:
         """Launch a fresh worker process (counting under `root`), forked from the test
         process's zygote where it can be (`forkserver`: the same script in a process of its own,
         without a fresh interpreter's imports)."""
-        from forkserver import forked_script
+        from forkserver import script_process, seeded
 
-        # towline's seed, as `towline worker` runs with (`towline.runtime.hashseed`)
-        env = {**os.environ, EFFECTS_ENV: str(self.root), "PYTHONHASHSEED": "0"}
-        command = [
-            sys.executable, str(WORKER_MAIN), "--address", self.address,
-            "--task-queue", self.task_queue, "--namespace", self.namespace, "--agents", self.agents,
-        ]
+        env = seeded({**os.environ, EFFECTS_ENV: str(self.root)})
+        args = ["--address", self.address, "--task-queue", self.task_queue,
+                "--namespace", self.namespace, "--agents", self.agents]
         if self.die_before:
-            command += ["--die-before", self.die_before]
+            args += ["--die-before", self.die_before]
         with self.log_path.open("ab") as log:
-            forked = forked_script(WORKER_MAIN, command[2:], env=env, cwd=Path.cwd(),
-                                   stdout=log.fileno(), stderr=log.fileno())
-            self._process = forked or subprocess.Popen(
-                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
+            self._process = script_process(WORKER_MAIN, args, env=env, cwd=Path.cwd(),
+                                           output=log.fileno())
 
     def kill(self) -> None:
         """SIGKILL the worker (a crash: nothing is flushed or completed) and reap it."""

@@ -14,9 +14,10 @@ code, and a session of its own. Meanwhile this process is the one the test holds
 - the child holds the read end of a pipe only this process writes to: when this process dies
   (SIGKILL of its group), the child sees the pipe close and kills its own group.
 
-Copied as `python`, it does the same for `python SCRIPT ARGS` (the tests' MCP servers, which
-the worker starts with `${TOWLINE_FORK_PYTHON}`): the child runs the script as `__main__`, as a
-fresh interpreter would. Anything else (`python -m ...`, options) is left to the real one.
+Copied as `python`, it does the same for `python SCRIPT ARGS` (the examples the docs run, the
+tests' MCP servers, which the worker starts with `${TOWLINE_FORK_PYTHON}`): the child runs the
+script as `__main__`, as a fresh interpreter would. Anything else (`python -m ...`, options) is
+left to the real one.
 
 Where the zygote cannot serve the command (no socket, `TOWLINE_FORK=0`, another hash seed than
 the zygote's), it executes the real program instead.

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -190,6 +191,8 @@ def serve(path: str) -> None:
                 except OSError:
                     pass
                 conn.close()
+    # the test process is gone: its folder (this socket, the launchers) goes with it
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 if __name__ == "__main__":

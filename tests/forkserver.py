@@ -39,7 +39,8 @@ from typing import Any
 import towline.cli
 from towline.runtime.hashseed import wanted_seed
 
-__all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script", "launcher_env"]
+__all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script", "launcher_env",
+           "script_process", "seeded"]
 
 _ENTRY = str(Path(towline.cli.__file__ or "").with_name("__main__.py"))
 """The child's `sys.argv[0]`, as `python -m towline.cli` has it."""
@@ -85,22 +86,22 @@ def _zygote() -> str | None:
 
 @functools.cache
 def launcher_env() -> dict[str, str]:
-    """What a docs command's environment needs for its `towline` to be forked by this process's
-    zygote (`tests/fork_launcher.py`): `PATH_FIRST`, the folder to put first on PATH, and the
-    launcher's variables, `TOWLINE_FORK_PYTHON` among them (the launcher of `python SCRIPT`).
+    """What a docs command's environment needs for its `towline` and `python SCRIPT` to be
+    forked by this process's zygote (`tests/fork_launcher.py`): `PATH_FIRST`, the folder of both
+    launchers to put first on PATH, and the launchers' variables, `TOWLINE_FORK_PYTHON` among
+    them (the launcher of `python SCRIPT`, for what starts a script by path, not by PATH).
     Empty when there is no zygote."""
     path = _zygote() if os.environ.get("TOWLINE_FORK", "1") != "0" else None
     if path is None:
         return {}
-    folder = Path(path).parent
-    launchers = {name: folder / where / name for name, where in (("towline", "bin"),
-                                                                 ("python", "scripts"))}
-    for launcher in launchers.values():
-        launcher.parent.mkdir(exist_ok=True)
+    folder = Path(path).parent / "bin"
+    folder.mkdir(exist_ok=True)
+    for name in ("towline", "python"):
+        launcher = folder / name
         launcher.write_text(f"#!{sys.executable} -IS\n{_LAUNCHER.read_text()}")
         launcher.chmod(0o755)
-    return {"PATH_FIRST": str(launchers["towline"].parent), "TOWLINE_FORK_SOCKET": path,
-            "TOWLINE_FORK_SEED": _SEED, "TOWLINE_FORK_PYTHON": str(launchers["python"])}
+    return {"PATH_FIRST": str(folder), "TOWLINE_FORK_SOCKET": path,
+            "TOWLINE_FORK_SEED": _SEED, "TOWLINE_FORK_PYTHON": str(folder / "python")}
 
 
 class ForkedProcess:
@@ -242,3 +243,19 @@ def forked_script(script: Path, args: list[str], *, env: Mapping[str, str], cwd:
     finally:
         os.close(null)
     return None if forked is None else ForkedPopen(*forked)
+
+
+def script_process(script: Path, args: list[str], *, env: Mapping[str, str], cwd: Path,
+                   output: int) -> subprocess.Popen[bytes] | ForkedPopen:
+    """`python SCRIPT ARGS` with its stdin /dev/null and its stdout and stderr on `output`:
+    forked from the zygote where `env` allows (its PYTHONHASHSEED the zygote's, see
+    `seeded`), else a fresh interpreter."""
+    forked = forked_script(script, args, env=env, cwd=cwd, stdout=output, stderr=output)
+    return forked or subprocess.Popen([sys.executable, str(script), *args], env=dict(env), cwd=cwd,
+                                      stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+
+
+def seeded(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the hash seed of the zygote's children (towline's own, as `towline worker`
+    runs with: `towline.runtime.hashseed`)."""
+    return {**env, "PYTHONHASHSEED": _SEED}

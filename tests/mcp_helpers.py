@@ -17,11 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from forkserver import ForkedPopen, script_process, seeded
+from ports import free_port
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 
-from towline.devserver import free_port
 from towline.mcp import MCPServer
 
 __all__ = [
@@ -72,20 +73,19 @@ class HttpServer:
         self.root = root
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | ForkedPopen | None = None
 
     def definition(self, name: str, **options: Any) -> MCPServer:
         """An `MCPServer` pointing at this server."""
         return http_server(name, self.port, **options)
 
     def launch(self) -> None:
-        """Start the process (without waiting for it to listen)."""
+        """Start the process (without waiting for it to listen): forked from the test process's
+        zygote where it can be (`forkserver`; the `mcp` SDK is imported there once)."""
+        args = ["http", "--port", str(self.port), "--dir", str(self.root)]
         with (self.root / f"http-{self.port}.log").open("ab") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, str(SERVER_SCRIPT), "http", "--port", str(self.port),
-                 "--dir", str(self.root)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )
+            self._process = script_process(SERVER_SCRIPT, args, env=seeded(os.environ),
+                                           cwd=Path.cwd(), output=log.fileno())
 
     async def start(self) -> None:
         """Start the process and wait until it accepts connections."""

@@ -11,8 +11,9 @@ sources), except the few listed in `NOT_RUNNABLE_HERE` with the reason.
 
 Commands run through `bash -c` with this interpreter's scripts directory first on PATH (so
 `towline`, `temporal` and `python` are the ones of the venv under test), after the folder of
-the launcher that `towline` is there (`tests/fork_launcher.py`: the command is forked from the
-test process's zygote, which has imported towline once; `TOWLINE_FORK=0` runs the real one). A trailing
+the launchers that `towline` and `python SCRIPT` are there (`tests/fork_launcher.py`: the
+command is forked from the test process's zygote, which has imported towline once;
+`TOWLINE_FORK=0` runs the real one). A trailing
 `# comment` is not part of a command; `\\` continuations are joined.
 """
 

@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from towline.devserver import free_port
+from ports import free_port
 
 __all__ = ["LocalServer", "s3_server", "gcs_server", "s3_env", "make_s3_bucket", "s3_keys",
            "make_gcs_bucket", "gcs_names"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import towline_process
+from ports import free_port
 from temporalio.client import Client, WorkflowHandle
 
 from examples.calculator import agent as calculator
@@ -27,7 +28,7 @@ from towline import Agent, Capability, ToolCall, ToolContext, ToolDenied
 from towline.cli import run_cli
 from towline.cli.common import port_free
 from towline.client import start_run
-from towline.devserver import free_port, temporal_binary
+from towline.devserver import temporal_binary
 from towline.devserver.ui_registry import recorded_ui
 from towline.messages import ModelRequest, ToolReturnPart
 from towline.models import FunctionModel
@@ -310,11 +311,8 @@ async def test_run_without_a_server_embeds_one_and_dev_serves_its_state(tmp_path
     dev_port, dev_ui = free_port(), free_port()
     assert dev_ui != dev_port + 1000
     dev_env = _env(f"127.0.0.1:{dev_port}")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "towline.cli", "dev", "--agent", "examples.calculator:agent",
-        "--port", str(dev_port), "--ui-port", str(dev_ui), cwd=tmp_path, env=dev_env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await towline_process("dev", "--agent", "examples.calculator:agent", "--port",
+                                 str(dev_port), "--ui-port", str(dev_ui), cwd=tmp_path, env=dev_env)
     try:
         said = await _started(proc)
         assert f"Temporal server  127.0.0.1:{dev_port}" in said

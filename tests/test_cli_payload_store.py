@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import assert_one_line_error, cli_env, towline, towline_process
+from ports import free_port
 from readme import read_until
-
-from towline.devserver import free_port
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -15,20 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import towline_process
+from ports import free_port
 from readme import REPO, cli_env, read_until
 
 from towline.cli.common import port_free
-from towline.devserver import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
 
 async def _dev(state: Path, port: int) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "towline.cli", "dev", "--state-dir", str(state),
-        "--port", str(port), "--ui-port", str(free_port()), cwd=REPO, env=cli_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    return await towline_process("dev", "--state-dir", str(state), "--port", str(port),
+                                 "--ui-port", str(free_port()), cwd=REPO, env=cli_env())
 
 
 def _children(pid: int) -> list[int]:

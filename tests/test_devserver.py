@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
 
+import ports
 import pytest
 import temporalio.client
 from google.protobuf.duration_pb2 import Duration
@@ -154,7 +155,7 @@ async def _wait_until_waiting(
 
 async def test_workflow_survives_sigkill_and_restart_on_same_sqlite_file(tmp_path: Path) -> None:
     db = tmp_path / "server.db"
-    server = DevServerProcess(db_path=db, log_path=tmp_path / "server.log")
+    server = DevServerProcess(db_path=db, port=ports.free_port(), log_path=tmp_path / "server.log")
     task_queue = f"tq-{uuid4()}"
     workflow_id = f"wf-{uuid4()}"
     await server.start()

@@ -136,7 +136,7 @@ async def test_without_a_server_eval_embeds_one_and_a_second_run_attaches(tmp_pa
     """Like `towline run`: nothing answers at the local address, so the command starts the
     embedded server on its state folder; the runs stay there, and running it again scores
     the same runs instead of starting new ones."""
-    from towline.devserver import free_port
+    from ports import free_port
 
     address = f"127.0.0.1:{free_port()}"
     args = ("eval", "examples/evals/calculator.yaml", "--agent", "examples.calculator:agent",

@@ -16,7 +16,6 @@ from temporalio.client import Client, WorkflowHandle
 from examples.research import agent, page_text
 from scripts import returns
 from towline.client import start_run
-from towline.devserver import free_port
 from towline.testing import towline_worker
 from towline.workflows import ApprovalDecision
 
@@ -40,7 +39,7 @@ def site() -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             del format, args
 
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Page)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from ports import free_port
 from streaming_agents import slow_writer
 from temporalio.client import Client
 
 from towline.client import start_run
-from towline.devserver import free_port
 from towline.testing import towline_worker
 
 

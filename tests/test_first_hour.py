@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from cli_helpers import TESTS_ON_PATH, towline, towline_process
+from ports import free_port
 from readme import cli_env, read_until
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from towline.cli.progress import Progress
-from towline.devserver import free_port
 from towline.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from towline.runtime.ledger import HEADER_KEY, MEMO_KEY
 

@@ -12,7 +12,6 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,14 +20,15 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
+from cli_helpers import towline
 from mcp import Client as MCPClient
 from mcp import StdioServerParameters
 from mcp_helpers import wait_for
+from ports import free_port
 from readme import cli_env, read_until, readme_process, readme_stdio, stop_process
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from towline.client import run_error
-from towline.devserver import free_port
 from towline.runtime.plugin import TowlinePlugin
 
 pytestmark = pytest.mark.timeout(120)
@@ -164,16 +164,15 @@ async def test_cancelling_the_mcp_request_cancels_the_run(
     assert run_error(caught.value).reason == "Cancelled"
 
 
-def test_mcp_serve_without_a_server_or_with_a_bad_agent_says_so() -> None:
-    bad = subprocess.run([TOWLINE, "mcp-serve", "--agent", "examples.calculator:nope"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60, check=False)
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1] == (
+async def test_mcp_serve_without_a_server_or_with_a_bad_agent_says_so() -> None:
+    bad = await towline("mcp-serve", "--agent", "examples.calculator:nope", env=os.environ,
+                        cwd=REPO, timeout=60)
+    assert bad.code == 2
+    assert bad.err.strip().splitlines()[-1] == (
         "towline: error: module 'examples.calculator' has no attribute 'nope'")
     port = free_port()
-    down = subprocess.run([TOWLINE, "mcp-serve", "--agent", "examples.calculator:agent"], cwd=REPO,
-                          env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                          check=False)
-    assert down.returncode == 1
-    assert f"cannot reach the Temporal server at 127.0.0.1:{port}" in down.stderr
+    down = await towline("mcp-serve", "--agent", "examples.calculator:agent",
+                         env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"}, cwd=REPO,
+                         timeout=60)
+    assert down.code == 1
+    assert f"cannot reach the Temporal server at 127.0.0.1:{port}" in down.err

@@ -297,7 +297,7 @@ _FAST = RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attemp
 
 
 async def test_a_required_server_that_cannot_be_listed_fails_the_run(client: Client, tmp_path: Path) -> None:
-    from towline.devserver import free_port
+    from ports import free_port
 
     down = MCPServer(name="down", url=f"http://127.0.0.1:{free_port()}/mcp", retry_policy=_FAST)
     agent = Agent(name="mcp-down", model=Script([text("never")]).model, mcp_servers=[down])
@@ -312,7 +312,7 @@ async def test_a_required_server_that_cannot_be_listed_fails_the_run(client: Cli
 async def test_an_optional_server_that_cannot_be_listed_is_left_out(
     client: Client, http_mcp: HttpServer
 ) -> None:
-    from towline.devserver import free_port
+    from ports import free_port
 
     down = MCPServer(name="down", url=f"http://127.0.0.1:{free_port()}/mcp", retry_policy=_FAST,
                      required=False)

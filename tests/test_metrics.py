@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from obs_helpers import metric_value, scrape, traced_agent
+from ports import free_port
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from towline import Agent, Limits, TowlinePlugin
 from towline.capabilities import ToolApproval
 from towline.client import run, start_run
-from towline.devserver import free_port
 from towline.errors import RunError
 from towline.telemetry.metrics import METRICS, prometheus_runtime
 from towline.workflows import ApprovalDecision

@@ -33,6 +33,7 @@ from google.protobuf import json_format
 from mcp import Client as MCPClient
 from mcp_helpers import wait_for
 from obs_helpers import traced_agent
+from ports import free_port
 from readme import cli_env, read_until, readme_process, stop_process
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType
@@ -45,7 +46,6 @@ from temporalio.converter import (
 from temporalio.worker import Worker
 
 from towline.client import start_run, with_towline
-from towline.devserver import free_port
 from towline.encryption.codec import EncryptionCodec, StaticKeys
 from towline.encryption.codec_server import CodecServer, secret_path
 from towline.serve.http_guard import HostCheck, bearer_matches

@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from temporalio.testing import WorkflowEnvironment
 
 from towline.cli.common import CliError
 from towline.cli.embedded import start_embedded
-from towline.devserver import DevServerProcess, PortTaken, free_port
+from towline.devserver import DevServerProcess, PortTaken
 from towline.devserver.listeners import listens_on
 
 

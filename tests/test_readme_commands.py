@@ -93,7 +93,10 @@ def _fresh_copy(dest: Path) -> Path:
 
 async def test_quickstart_installs_and_runs_in_a_fresh_copy(tmp_path: Path) -> None:
     copy = _fresh_copy(tmp_path / "towline")
-    env = cli_env(extra={"PYTHONPATH": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    # PIP_NO_COMPILE: pip compiles every installed module (about 5 CPU-s); the run compiles
+    # the ones it imports.
+    env = cli_env(extra={"PYTHONPATH": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                         "PIP_NO_COMPILE": "1"})
     env["TEMPORAL_ADDRESS"] = "localhost:7233"  # the command's own default, said explicitly
     done = await readme(QUICKSTART, env=env, cwd=copy, timeout=900)
     assert done.code == 0, done

@@ -23,11 +23,11 @@ import pytest_asyncio
 import uvicorn
 from machine_tools import chromium_path
 from playwright.async_api import async_playwright, expect
+from ports import free_port
 from serve_agents import COUNT
 from serve_agents import agent as web_agent
 from temporalio.client import Client
 
-from towline.devserver import free_port
 from towline.serve.app import ServeConfig, create_app
 from towline.testing import towline_worker
 

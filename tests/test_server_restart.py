@@ -22,6 +22,7 @@ from durable_agents import (
     model_attempts,
     wait_for_file,
 )
+from ports import free_port
 from temporalio.client import Client
 
 from towline.client import start_run
@@ -40,7 +41,7 @@ async def test_server_killed_mid_run_and_restarted_on_same_file(
     # (or, if the attempt timed out meanwhile, the retry finds the effect applied).
     monkeypatch.setenv(SLOW_ENV, "5")
     db = tmp_path / "temporal.sqlite"
-    server = DevServerProcess(db_path=db)
+    server = DevServerProcess(db_path=db, port=free_port())
     await server.start()
     try:
         client = await Client.connect(server.address)

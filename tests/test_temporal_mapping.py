@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from ports import free_port
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.converter import DataConverter
@@ -69,7 +70,7 @@ async def test_activities_carry_readable_summaries_and_the_run_shows_details(
 
 
 async def test_a_worker_registers_the_search_attributes_on_a_fresh_server(tmp_path: Path) -> None:
-    server = DevServerProcess(db_path=tmp_path / "fresh.db", search_attributes=())
+    server = DevServerProcess(db_path=tmp_path / "fresh.db", port=free_port(), search_attributes=())
     await server.start()
     try:
         plain = await Client.connect(server.address)

@@ -25,8 +25,6 @@ from typing import Any
 
 from sse import Event, encode, sse_events
 
-from towline.devserver import free_port
-
 __all__ = ["Reply", "Recorded", "FakeProvider", "load_exchange", "check_exchange", "EXCHANGES"]
 
 RECORD_ENV = "TOWLINE_RECORD_EXCHANGES"
@@ -113,7 +111,6 @@ class FakeProvider:
     """A threaded HTTP server answering every POST (and GET) with the next scripted reply."""
 
     def __init__(self) -> None:
-        self.port = free_port()
         self.requests: list[Recorded] = []
         self._script: list[Scripted] = []
         self.rules: list[Callable[[Recorded], Reply | None]] = []
@@ -123,7 +120,9 @@ class FakeProvider:
         """Stateful endpoints (a background response's poll, say): after the rules, each may
         answer a request it knows (then no scripted reply is used up either)."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        # bound here, on a port the OS picks: no other process can take it in between
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.port: int = self._server.server_address[1]
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -14,7 +14,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from uuid import uuid4
 import openai
 import pytest
 from fake_server import FakeProvider
+from forkserver import ForkedPopen, script_process, seeded
 from openai_background import BackgroundResponses
 from openai_replies import message_item
 from provider_helpers import KEY, QUICK
@@ -157,18 +157,17 @@ async def test_a_cancelled_run_cancels_its_background_response(
 
 @pytest.fixture
 def spawn(provider: FakeProvider, target: str, namespace: str, tmp_path: Path
-          ) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+          ) -> Iterator[Callable[[str], subprocess.Popen[bytes] | ForkedPopen]]:
     """Worker processes (killed at the end) pointed at the fake provider."""
-    made: list[subprocess.Popen[bytes]] = []
+    made: list[subprocess.Popen[bytes] | ForkedPopen] = []
     log = tmp_path / "workers.log"
 
-    def start(queue: str) -> subprocess.Popen[bytes]:
+    def start(queue: str) -> subprocess.Popen[bytes] | ForkedPopen:
         env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": KEY}
         with log.open("ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, str(WORKER), "--address", target, "--namespace", namespace,
-                 "--task-queue", queue], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT)
+            process = script_process(WORKER, ["--address", target, "--namespace", namespace,
+                                              "--task-queue", queue], env=seeded(env),
+                                     cwd=Path.cwd(), output=out.fileno())
         made.append(process)
         return process
 
@@ -181,7 +180,7 @@ def spawn(provider: FakeProvider, target: str, namespace: str, tmp_path: Path
 
 async def test_a_worker_killed_between_polls_loses_nothing(
     client: Client, provider: FakeProvider, target: str, namespace: str,
-    background: BackgroundResponses, spawn: Callable[[str], subprocess.Popen[bytes]],
+    background: BackgroundResponses, spawn: Callable[[str], subprocess.Popen[bytes] | ForkedPopen],
 ) -> None:
     queue = f"bg-kill-{uuid4().hex[:8]}"
     tc = await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])

@@ -19,10 +19,10 @@ from pathlib import Path
 from cli_helpers import towline, towline_process
 from fake_server import FakeProvider, Reply
 from openai_replies import completion
+from ports import free_port
 from readme import cli_env, read_until, readme
 
 from towline.activities.providers._common import LOCAL_PLACEHOLDER_KEY
-from towline.devserver import free_port
 
 DEV_AGENTS = "calculator, calculator-test, careful-calculator"
 """What `towline dev --agent examples.calculator:agents` serves."""

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import towline
 from fake_server import FakeProvider, Reply
 from openai_replies import completion
 from override_agents import agent
@@ -64,16 +63,13 @@ async def test_registered_models_and_the_agents_own_are_always_allowed(client: C
     assert info.value.reason == "InvalidRunInput"  # no pattern allows provider strings
 
 
-def test_towline_run_with_model(openai_env: FakeProvider, target: str, namespace: str) -> None:
+async def test_towline_run_with_model(openai_env: FakeProvider, target: str, namespace: str) -> None:
     openai_env.script(Reply(completion("hello from gpt")))
     env = {**os.environ, "OPENAI_BASE_URL": f"{openai_env.url}/v1", "OPENAI_API_KEY": KEY}
-    done = subprocess.run(
-        [sys.executable, "-m", "towline.cli", "run", "override_agents:agent", "hi",
-         "--model", "openai:gpt-4.1-mini", "--address", target, "--namespace", namespace,
-         "--task-queue", "prov-override-cli"],
-        cwd=HERE, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "hello from gpt"
-    assert "model openai:gpt-4.1-mini" in done.stderr
+    done = await towline("run", "override_agents:agent", "hi", "--model", "openai:gpt-4.1-mini",
+                         "--address", target, "--namespace", namespace,
+                         "--task-queue", "prov-override-cli", env=env, cwd=HERE, timeout=120)
+    assert done.code == 0, done.err
+    assert done.out.strip() == "hello from gpt"
+    assert "model openai:gpt-4.1-mini" in done.err
     assert openai_env.bodies()[0]["model"] == "gpt-4.1-mini"

@@ -175,7 +175,7 @@ async def test_an_unreachable_endpoint_is_retried_and_named_with_its_variable_no
     client: Client, monkeypatch: pytest.MonkeyPatch, model: str, url_env: str, key_env: str,
     path: str,
 ) -> None:
-    from towline.devserver import free_port
+    from ports import free_port
 
     port = free_port()  # nothing listens there
     monkeypatch.setenv(url_env, f"http://127.0.0.1:{port}{path}")

@@ -8,13 +8,13 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from uuid import uuid4
 
 import pytest
 from fake_server import FakeProvider, Reply
+from forkserver import ForkedPopen, script_process, seeded
 from openai_replies import completion
 from provider_helpers import KEY, model_attempts
 from provider_worker import HEARTBEAT_AGENT
@@ -32,18 +32,17 @@ pytestmark = pytest.mark.timeout(90)
 @pytest.fixture
 def spawn(
     provider: FakeProvider, target: str, namespace: str, tmp_path: Path
-) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+) -> Iterator[Callable[[str], subprocess.Popen[bytes] | ForkedPopen]]:
     """Start worker processes (killed at the end) pointed at the fake provider."""
-    made: list[subprocess.Popen[bytes]] = []
+    made: list[subprocess.Popen[bytes] | ForkedPopen] = []
     log = tmp_path / "workers.log"
 
-    def start(queue: str) -> subprocess.Popen[bytes]:
+    def start(queue: str) -> subprocess.Popen[bytes] | ForkedPopen:
         env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": KEY}
         with log.open("ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, str(WORKER), "--address", target, "--namespace", namespace,
-                 "--task-queue", queue], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT)
+            process = script_process(WORKER, ["--address", target, "--namespace", namespace,
+                                              "--task-queue", queue], env=seeded(env),
+                                     cwd=Path.cwd(), output=out.fileno())
         made.append(process)
         return process
 
@@ -58,7 +57,7 @@ def spawn(
 
 async def test_a_killed_worker_is_noticed_by_the_heartbeat_timeout(
     provider: FakeProvider, target: str, namespace: str,
-    spawn: Callable[[str], subprocess.Popen[bytes]],
+    spawn: Callable[[str], subprocess.Popen[bytes] | ForkedPopen],
 ) -> None:
     start = spawn
     # The first worker dies waiting; later attempts are answered (more than one may come on
