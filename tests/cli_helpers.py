@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle
 
-__all__ = ["towline", "towline_process", "assert_one_line_error", "until", "json_of", "cli_env",
+__all__ = ["towline", "towline_process", "alive", "assert_one_line_error", "until", "json_of", "cli_env",
            "TESTS_ON_PATH", "until_state", "task_failures", "patch_ids", "towline_upserts"]
 
 TESTS_ON_PATH = os.pathsep.join([str(REPO), str(REPO / "tests")])
@@ -48,6 +48,15 @@ async def towline_process(*args: str, env: Mapping[str, str], cwd: Path = REPO) 
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (an exited one not yet reaped by its parent does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
 
 
 def assert_one_line_error(done: Done, code: int, *fragments: str) -> None:

@@ -310,9 +310,9 @@ class WorkerProcess:
         """Launch a fresh worker process (counting under `root`), forked from the test
         process's zygote where it can be (`forkserver`: the same script in a process of its own,
         without a fresh interpreter's imports)."""
-        from forkserver import script_process, seeded
+        from forkserver import script_process
 
-        env = seeded({**os.environ, EFFECTS_ENV: str(self.root)})
+        env = {**os.environ, EFFECTS_ENV: str(self.root)}
         args = ["--address", self.address, "--task-queue", self.task_queue,
                 "--namespace", self.namespace, "--agents", self.agents]
         if self.die_before:

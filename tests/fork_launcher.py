@@ -2,7 +2,7 @@
 zygote fork the command (`tests/forkserver.py`) and stands in for it until it ends.
 
 Docs commands run exactly as written through `bash -c` (`readme.py`); what `towline` names there
-is this launcher, copied by `forkserver.launcher_dir()` with this interpreter in its `#!` line
+is this launcher, copied by `forkserver.launcher_env()` with this interpreter in its `#!` line
 (`-I -S`: it imports nothing but what it needs). It sends the zygote its arguments, environment,
 working directory and standard streams, so the forked child is the command as
 `.venv/bin/towline ARGS` would run it: `towline.cli.main` with the same `sys.argv`, streams, exit

@@ -40,7 +40,7 @@ import towline.cli
 from towline.runtime.hashseed import wanted_seed
 
 __all__ = ["ForkedProcess", "ForkedPopen", "forked_towline", "forked_script", "launcher_env",
-           "script_process", "seeded"]
+           "script_process"]
 
 _ENTRY = str(Path(towline.cli.__file__ or "").with_name("__main__.py"))
 """The child's `sys.argv[0]`, as `python -m towline.cli` has it."""
@@ -247,15 +247,10 @@ def forked_script(script: Path, args: list[str], *, env: Mapping[str, str], cwd:
 
 def script_process(script: Path, args: list[str], *, env: Mapping[str, str], cwd: Path,
                    output: int) -> subprocess.Popen[bytes] | ForkedPopen:
-    """`python SCRIPT ARGS` with its stdin /dev/null and its stdout and stderr on `output`:
-    forked from the zygote where `env` allows (its PYTHONHASHSEED the zygote's, see
-    `seeded`), else a fresh interpreter."""
+    """`python SCRIPT ARGS` under towline's hash seed (the zygote's, as `towline worker` runs
+    with: `towline.runtime.hashseed`), its stdin /dev/null and its stdout and stderr on
+    `output`: forked from the zygote where `env` allows, else a fresh interpreter."""
+    env = {**env, "PYTHONHASHSEED": _SEED}
     forked = forked_script(script, args, env=env, cwd=cwd, stdout=output, stderr=output)
-    return forked or subprocess.Popen([sys.executable, str(script), *args], env=dict(env), cwd=cwd,
+    return forked or subprocess.Popen([sys.executable, str(script), *args], env=env, cwd=cwd,
                                       stdin=subprocess.DEVNULL, stdout=output, stderr=output)
-
-
-def seeded(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` with the hash seed of the zygote's children (towline's own, as `towline worker`
-    runs with: `towline.runtime.hashseed`)."""
-    return {**env, "PYTHONHASHSEED": _SEED}

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forkserver import ForkedPopen, script_process, seeded
+from forkserver import ForkedPopen, script_process
 from ports import free_port
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
@@ -84,7 +84,7 @@ class HttpServer:
         zygote where it can be (`forkserver`; the `mcp` SDK is imported there once)."""
         args = ["http", "--port", str(self.port), "--dir", str(self.root)]
         with (self.root / f"http-{self.port}.log").open("ab") as log:
-            self._process = script_process(SERVER_SCRIPT, args, env=seeded(os.environ),
+            self._process = script_process(SERVER_SCRIPT, args, env=os.environ,
                                            cwd=Path.cwd(), output=log.fileno())
 
     async def start(self) -> None:

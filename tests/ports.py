@@ -47,23 +47,19 @@ def _block() -> range:
     return range(start, min(start + _BLOCK, 65_536))
 
 
-def _candidates() -> itertools.cycle[int]:
-    block = _block()
-    # Two sessions at once on one machine start at different places in their blocks.
-    offset = os.getpid() % len(block)
-    return itertools.cycle([*block[offset:], *block[:offset]])
-
-
-_NEXT = _candidates()
+_OWN = _block()
+_START = os.getpid() % len(_OWN)
+"""Where in its block this process starts: two sessions at once on one machine differ."""
+_NEXT = itertools.cycle([*_OWN[_START:], *_OWN[:_START]])
 
 
 def free_port() -> int:
     """A port on 127.0.0.1 that is free now and that no other test process hands out."""
-    for port in itertools.islice(_NEXT, _BLOCK):
+    for port in itertools.islice(_NEXT, len(_OWN)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise RuntimeError(f"no free port in this test process's block {_block()}")
+    raise RuntimeError(f"no free port in this test process's block {_OWN}")

@@ -9,13 +9,12 @@ server child is killed with its parent.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import towline_process
+from cli_helpers import alive, towline_process
 from ports import free_port
 from readme import REPO, cli_env, read_until
 
@@ -33,14 +32,6 @@ def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "State:\tZ" in status.read_text())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc to find the child")
@@ -65,10 +56,10 @@ async def test_second_dev_on_a_folder_is_refused_and_a_killed_dev_takes_its_serv
         first.send_signal(signal.SIGKILL)
         await first.wait()
         for _ in range(100):
-            if not _alive(server):
+            if not alive(server):
                 break
             await asyncio.sleep(0.1)
-        assert not _alive(server), "the Temporal server outlived its towline dev"
+        assert not alive(server), "the Temporal server outlived its towline dev"
         for _ in range(100):
             if port_free(port):
                 break

@@ -39,13 +39,21 @@ def _start(queue: str) -> WithStartWorkflowOperation[Any, Any]:
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
 
 
-@pytest.mark.parametrize("update", ["approve", "reject", "edit", "send"])
+NOPE = {"call_id": "nope"}
+"""A call no run waits on: every decision about it is refused."""
+
+
+# every update whose validator asks the run's engine
+@pytest.mark.parametrize(("update", "args"), [
+    ("approve", NOPE), ("reject", NOPE), ("edit", {**NOPE, "args": {"text": "x"}}),
+    ("respond", {**NOPE, "result": "x"}), ("tool_result", {**NOPE, "result": "x"}),
+    ("decide", {"decisions": [{"kind": "approve", **NOPE}]}), ("set_policy", {"rules": {}}),
+])
 async def test_an_update_validated_before_the_first_step_is_refused_not_a_failed_task(
-    client: Client, update: str,
+    client: Client, update: str, args: dict[str, Any],
 ) -> None:
     async with towline_worker(client, [agent]) as (tclient, queue):
         start = _start(queue)
-        args: dict[str, Any] = {"content": ""} if update == "send" else {"call_id": "nope"}
         with pytest.raises(WorkflowUpdateFailedError):
             await tclient.execute_update_with_start_workflow(
                 update, args, start_workflow_operation=start)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import towline_process
+from cli_helpers import alive, towline_process
 from forkserver import ForkedPopen, ForkedProcess, forked_script, forked_towline
 from readme import REPO, cli_env, read_until
 
@@ -120,11 +120,16 @@ raise SystemExit(int(os.environ.get("PROBE_CODE", "0")))
 """
 
 
-async def _bash(command: str, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> tuple[int, dict[str, object], str]:
-    proc = await asyncio.create_subprocess_exec(
+async def _group(command: str, env: dict[str, str], cwd: Path,
+                 stdin: int = asyncio.subprocess.DEVNULL) -> asyncio.subprocess.Process:
+    """`command` through `bash -c` in a process group of its own, as `readme_process` runs it."""
+    return await asyncio.create_subprocess_exec(
         "bash", "-c", command, env=env, cwd=cwd, start_new_session=True,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def _bash(command: str, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> tuple[int, dict[str, object], str]:
+    proc = await _group(command, env, cwd, asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     assert proc.returncode is not None
     return proc.returncode, json.loads(out.decode().splitlines()[0]), err.decode()
@@ -152,14 +157,6 @@ async def test_a_forked_docs_command_ends_by_the_signal_that_ends_the_real_one(t
     forked = await _bash(command, env, tmp_path)
     assert real[0] == forked[0] == -signal.SIGTERM
     assert forked[1]["forked"] is True
-
-
-async def _group(command: str, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    """`command` through `bash -c` in a process group of its own, as `readme_process` runs it."""
-    return await asyncio.create_subprocess_exec(
-        "bash", "-c", command, env=env, cwd=cwd, start_new_session=True,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
 
 
 async def test_a_sigint_to_the_group_stops_a_forked_docs_command_as_the_real_one(target: str) -> None:
@@ -194,15 +191,8 @@ async def test_a_sigkill_of_the_group_takes_the_forked_docs_command_along(tmp_pa
         os.killpg(proc.pid, signal.SIGKILL)
         assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
         async with asyncio.timeout(10):
-            while _alive(int(seen["pid"])):
+            while alive(int(seen["pid"])):
                 await asyncio.sleep(0.05)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(seen["pid"]), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False

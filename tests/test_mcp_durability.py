@@ -17,6 +17,7 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
+from cli_helpers import alive
 from durable_agents import WorkerProcess
 from mcp_helpers import (
     HttpServer,
@@ -65,23 +66,14 @@ async def http_mcp(root: Path) -> AsyncIterator[HttpServer]:
     server.kill()
 
 
-def _alive(pid: int) -> bool:
-    """Whether the process runs (an exited one not yet reaped by its parent does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
 async def test_a_stdio_server_restarted_between_two_calls_of_one_run(client: Client, root: Path) -> None:
     killed: list[int] = []
 
     async def kill_the_server(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
-        (pid,) = [p for p in server_pids(root) if _alive(p)]
+        (pid,) = [p for p in server_pids(root) if alive(p)]
         os.kill(pid, signal.SIGKILL)  # the server the worker started dies between the calls
         killed.append(pid)
-        await wait_for(lambda: not _alive(pid) or None)
+        await wait_for(lambda: not alive(pid) or None)
         return calls(call("t_record", {"label": "second"}))
 
     script = Script([calls(call("t_record", {"label": "first"})), kill_the_server, text("done")])
@@ -249,7 +241,7 @@ async def test_worker_killed_during_an_idempotent_mcp_call(
     assert attempts(history, "towline.tool.idem_slow_record") == [2]
     assert len(server_pids(root)) == 2  # the successor started its own server
     # the killed worker's server saw its stdin close and exited: no orphan is left behind
-    await wait_for(lambda: not any(_alive(p) for p in first_servers), timeout=30)
+    await wait_for(lambda: not any(alive(p) for p in first_servers), timeout=30)
 
 
 async def test_worker_killed_during_a_non_idempotent_mcp_call(

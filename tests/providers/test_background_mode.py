@@ -23,7 +23,7 @@ from uuid import uuid4
 import openai
 import pytest
 from fake_server import FakeProvider
-from forkserver import ForkedPopen, script_process, seeded
+from forkserver import ForkedPopen, script_process
 from openai_background import BackgroundResponses
 from openai_replies import message_item
 from provider_helpers import KEY, QUICK
@@ -166,7 +166,7 @@ def spawn(provider: FakeProvider, target: str, namespace: str, tmp_path: Path
         env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": KEY}
         with log.open("ab") as out:
             process = script_process(WORKER, ["--address", target, "--namespace", namespace,
-                                              "--task-queue", queue], env=seeded(env),
+                                              "--task-queue", queue], env=env,
                                      cwd=Path.cwd(), output=out.fileno())
         made.append(process)
         return process

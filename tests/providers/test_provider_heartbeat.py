@@ -14,7 +14,7 @@ from uuid import uuid4
 
 import pytest
 from fake_server import FakeProvider, Reply
-from forkserver import ForkedPopen, script_process, seeded
+from forkserver import ForkedPopen, script_process
 from openai_replies import completion
 from provider_helpers import KEY, model_attempts
 from provider_worker import HEARTBEAT_AGENT
@@ -41,7 +41,7 @@ def spawn(
         env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": KEY}
         with log.open("ab") as out:
             process = script_process(WORKER, ["--address", target, "--namespace", namespace,
-                                              "--task-queue", queue], env=seeded(env),
+                                              "--task-queue", queue], env=env,
                                      cwd=Path.cwd(), output=out.fileno())
         made.append(process)
         return process
