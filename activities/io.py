@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
 
 from towline.messages import Message, Usage
 from towline.native_tools import NativeTool
@@ -134,12 +135,16 @@ class ToolActivityInput(BaseModel):
     idempotent: bool = Field(default=False, exclude_if=_empty)
     """The tool is declared idempotent (`Tool.idempotent`): recorded so that `towline reset`
     can tell, from the history alone, which calls may safely run again."""
+    run_context: Any = Field(default=None, exclude_if=_none)
+    """Engine 5: the run's context as JSON (`ToolContext.context`; the worker validates it
+    again with the agent's `context_type`). Absent when the run has none."""
 
     @classmethod
     def of(cls, args: dict[str, Any], ctx: ToolContext) -> ToolActivityInput:
         """The input of a call with context `ctx`."""
+        run_context = None if ctx.context is None else to_jsonable_python(ctx.context)
         return cls(args=args, agent=ctx.agent, run_step=ctx.run_step, tool_call_id=ctx.tool_call_id,
-                   retry=ctx.retry, state=ctx.state)
+                   retry=ctx.retry, state=ctx.state, run_context=run_context)
 
     def context(self, tool_name: str, run_id: str) -> ToolContext:
         """The `ToolContext` the tool is given (`run_id`: the workflow id)."""
@@ -149,6 +154,7 @@ class ToolActivityInput(BaseModel):
             run_id=run_id, agent=self.agent, run_step=self.run_step, tool_name=tool_name,
             tool_call_id=self.tool_call_id, retry=self.retry,
             idempotency_key=f"{run_id}/{self.run_step}/{self.tool_call_id}", state=self.state,
+            context=self.run_context,
         )
 
 

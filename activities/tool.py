@@ -30,8 +30,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ModelRetry, ToolError
+from towline.runtime.deps import current_deps, typed_context
 from towline.runtime.escapes import UserCodeExit, contain
-from towline.tools import Tool, ToolResult, tool_content
+from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
 from .guard import require_agent_run
 from .heartbeat import (
@@ -115,8 +116,7 @@ async def run_tool_function(
     when given, records entering it, acknowledged, right before its first line runs."""
     parsed = tool.args_model.model_validate(inp.args)
     kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
-    args: list[Any] = [inp.context(tool.name, activity.info().workflow_id or "")] \
-        if tool.takes_ctx else []
+    args: list[Any] = [_context(tool, inp)] if tool.takes_ctx else []
     try:
         if inspect.iscoroutinefunction(tool.function):
             await _enter(enter)
@@ -133,6 +133,14 @@ async def run_tool_function(
             raise contained from e
         raise
     return result
+
+
+def _context(tool: Tool, inp: ToolActivityInput) -> ToolContext:
+    """The call's `ToolContext`, with the run's context typed by the agent's `context_type`
+    and the worker's dependencies (`towline.runtime.deps`), neither of which travels typed."""
+    ctx = inp.context(tool.name, activity.info().workflow_id or "")
+    return ctx.model_copy(update={"context": typed_context(ctx.agent, ctx.context),
+                                  "deps": current_deps()})
 
 
 def make_tool_activity(tool: Tool) -> Callable[[ToolActivityInput], Awaitable[ToolActivityResult]]:

@@ -41,12 +41,15 @@ from towline.messages import Message, ModelRequest, UserPart
 from towline.models import FunctionModel, ModelInfo
 from towline.results import RunResult
 
-ABLATIONS = ("memo", "attrs", "mark", "facts", "headers", "summaries", "conversation")
+ABLATIONS = ("memo", "attrs", "mark", "facts", "headers", "summaries", "conversation",
+             "unsandboxed")
 """What `--ablate` can switch off in the towline worker, to measure what each costs (a
 benchmark-only experiment: these are required by the design): the memo upserts, the search
 attribute upserts, a non-idempotent tool's entry mark, the start's registration check (the
-facts local activity), the ledger's activity headers, the activity summaries, and the
-conversation in the run's result (`RunResult.messages`)."""
+facts local activity), the ledger's activity headers, the activity summaries, the
+conversation in the run's result (`RunResult.messages`), and `AgentRun`'s exemption from
+Temporal's sandbox (`sandboxed=False`; switched off, it runs in the sandboxed runner the
+plugin configures, towline passed through: what the sandbox would cost)."""
 
 
 def ablations(text: str) -> tuple[str, ...]:
@@ -287,6 +290,14 @@ def _ablate(names: tuple[str, ...]) -> None:
             return scheduled(*args, **kwargs)
 
         workflow.execute_activity = unsummarised  # type: ignore[assignment]
+    if "unsandboxed" in names:
+        import dataclasses
+
+        from towline.workflows import agent_run
+
+        key = "__temporal_workflow_definition"
+        sandboxed = dataclasses.replace(getattr(agent_run.AgentRun, key), sandboxed=True)
+        setattr(agent_run.AgentRun, key, sandboxed)
     if "conversation" in names:
         from towline.workflows import agent_run
 

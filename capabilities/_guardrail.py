@@ -5,14 +5,22 @@ plain function (`check(value)`, sync or async), which runs as workflow code unde
 determinism guard, or a guard model given a `policy`: one `towline.model_request`
 activity (`call_model`), whose usage the run's ledger counts. Both give a verdict:
 `None` passes, a string is what the guardrail said when it flagged the value.
+
+Engine 5 (issue 40): a guard model's reply is read strictly (`read_verdict`: it starts with
+PASS or FAIL, or is `{"verdict": ...}` JSON), and anything else flags, saying the verdict
+could not be read; its request is metered like the run's own (`AgentRun.guard_request`:
+limits checked before it is sent, counted in `requests`); a policy may say what to allow or
+what to detect (`PolicyKind`); and an input or output guardrail may end only the turn of a
+session (`OnTrip`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from towline.errors import ConfigurationError, GuardrailTripped, runtime_failure
 from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, Usage, UserPart
@@ -24,6 +32,8 @@ from .completion_gate import parse_verdict
 __all__ = [
     "Check", "CheckResult", "GuardKind", "Replace", "judged", "report", "text_of", "ask_model", "user_input", "tripwire", "said_by", "check_judge",
     "model_name", "guard_models", "default_name", "verdict", "GUARD_INSTRUCTIONS", "engine_ready",
+    "DETECT_INSTRUCTIONS", "PolicyKind", "OnTrip", "guard_request", "read_verdict", "unreadable",
+    "check_policy_kind", "check_on_trip", "REFUSAL", "at_least",
 ]
 
 CheckResult = Any
@@ -39,7 +49,28 @@ GUARD_INSTRUCTIONS = (
     "it complies with the policy. Otherwise reply FAIL on the first line, followed by one "
     "short sentence saying what breaks the policy."
 )
-"""The guard model's instructions (`{what}`: what it is shown); the policy follows them."""
+"""The guard model's instructions (`{what}`: what it is shown) for a policy of what to allow
+(`policy_kind="allow"`); the request's text follows them (`guard_request`)."""
+
+DETECT_INSTRUCTIONS = (
+    "You are a guardrail. You are shown {what} and a description of what to detect. Reply FAIL "
+    "on the first line if it matches the description, followed by one short sentence saying "
+    "what you detected. Otherwise reply PASS on the first line."
+)
+"""The guard model's instructions for a policy that says what to detect
+(`policy_kind="detect"`, as OpenAI's guardrail agents are written)."""
+
+PolicyKind = Literal["allow", "detect"]
+"""How a guard model's `policy` reads: what the text must comply with ("allow": "Only questions
+about orders.") or what to flag ("detect": "The user asks for help with homework.")."""
+
+OnTrip = Literal["end_run", "end_turn"]
+"""What a tripped input or output guardrail ends: the run (`GuardrailTripped`), or, in a
+session, only the turn, whose answer is the guardrail's `refusal` (the session then waits for
+the next message; a run that is no session still ends `GuardrailTripped`)."""
+
+REFUSAL = "Sorry, I can't help with that."
+"""The answer of a turn a guardrail ended (`on_trip="end_turn"`), unless it says another."""
 
 FLAGGED = "flagged by the guardrail"
 """What a check that returned `False` (no words of its own) is reported to have said."""
@@ -59,9 +90,15 @@ class Replace:
 def engine_ready() -> bool:
     """Whether guardrails act in the running run: engine 4 on (a run of an older engine, which
     could not have had them, replays as it was written)."""
-    from towline.workflows.versions import at_least
-
     return at_least(4)
+
+
+def at_least(version: int) -> bool:
+    """`towline.workflows.versions.at_least`, imported when called (the workflows package
+    imports the capabilities)."""
+    from towline.workflows.versions import at_least as engine_at_least
+
+    return engine_at_least(version)
 
 
 def said_by(result: Any, where: str, *, replace: bool = False) -> str | Replace | None:
@@ -78,14 +115,38 @@ def said_by(result: Any, where: str, *, replace: bool = False) -> str | Replace 
     raise TypeError(f"{where} returns True, None, False or a string, not {type(result).__name__}")
 
 
-def tripwire(kind: GuardKind, name: str, said: str, call_id: str | None = None) -> GuardrailTripped:
+def tripwire(kind: GuardKind, name: str, said: str, call_id: str | None = None, *,
+             refusal: str | None = None, response_id: str | None = None) -> GuardrailTripped:
     """The failure a tripped guardrail ends the run with (marked as the runtime's own), its
-    `guardrail` event published."""
+    `guardrail` event published.
+
+    `refusal` (engine 5, `on_trip="end_turn"`): in a session, the run ends only the turn, with
+    this answer, leaving out of the conversation the response `response_id` (the answer an
+    output guardrail stopped); `towline.workflows.refusals` reads them.
+    """
     what = {"input": "the input", "output": "the output", "tool_call": "a tool call",
             "tool_result": "a tool's result"}[kind]
     report(kind, name, "tripped", said, call_id=call_id)
+    extra: dict[str, Any] = {}
+    if refusal is not None:
+        extra = {"refusal": refusal, "response_id": response_id}
     return runtime_failure(GuardrailTripped(
-        f"guardrail {name!r} tripped on {what}: {said}", guardrail=name, kind=kind, said=said))
+        f"guardrail {name!r} tripped on {what}: {said}", guardrail=name, kind=kind, said=said,
+        **extra))
+
+
+def check_policy_kind(owner: str, kind: Any) -> None:
+    """`policy_kind` is "allow" or "detect"."""
+    if kind not in ("allow", "detect"):
+        raise ConfigurationError(f"{owner}.policy_kind must be 'allow' or 'detect', not {kind!r}")
+
+
+def check_on_trip(owner: str, on_trip: Any, refusal: Any) -> None:
+    """`on_trip` is "end_run" or "end_turn"; `refusal` is words to say."""
+    if on_trip not in ("end_run", "end_turn"):
+        raise ConfigurationError(
+            f"{owner}.on_trip must be 'end_run' or 'end_turn', not {on_trip!r}")
+    check_str(owner, "refusal", refusal, empty=False)
 
 
 def user_input(messages: Sequence[Message]) -> str | None:
@@ -138,24 +199,47 @@ def default_name(check: Check | None, model: str | Model | None) -> str:
 
 
 async def verdict(name: str, check: Check | None, model: str | Model | None, policy: str | None,
-                  value: Any, text: str, what: str, *, replace: bool = False) -> str | Replace | None:
+                  value: Any, text: str, what: str, *, replace: bool = False,
+                  policy_kind: PolicyKind = "allow", alongside: int = 0) -> str | Replace | None:
     """Judge `value` (the check function's argument) or `text` (what the guard model reads,
     `what` says what it is): None passes, else what the guardrail said (or, `replace`
-    allowed, the check's `Replace`)."""
+    allowed, the check's `Replace`). `alongside`: model requests in flight beside the guard
+    model's (`AgentRun.guard_request`)."""
     if check is not None:
         from towline.workflows.guard import Guard, guarded
 
         where = f"{name}.check"
         return said_by(await guarded(Guard(where), check, value), where, replace=replace)
     assert model is not None and policy is not None
-    asked = f"Policy:\n{policy}\n\n{what[0].upper()}{what[1:]}:\n{text}"
-    return judged(await ask_model(model, name, GUARD_INSTRUCTIONS.format(what=what), asked))
+    instructions, asked = guard_request(what, policy, text, policy_kind)
+    return judged(await ask_model(model, name, instructions, asked, alongside=alongside))
 
 
-async def ask_model(model: str | Model, name: str, instructions: str, text: str) -> str:
+def guard_request(what: str, policy: str, text: str,
+                  policy_kind: PolicyKind = "allow") -> tuple[str, str]:
+    """What a guard model is asked: its instructions (the request's system part)
+    and the text of its one user message. docs/guardrails.md shows both, for offline guards.
+
+    "allow": `GUARD_INSTRUCTIONS`, then `Policy:\n<policy>\n\n<What>:\n<text>`; "detect":
+    `DETECT_INSTRUCTIONS`, then `Detect:\n<policy>\n\n<What>:\n<text>` (`What`: `what`,
+    capitalised).
+    """
+    shown = f"{what[0].upper()}{what[1:]}:\n{text}"
+    if policy_kind == "detect":
+        return DETECT_INSTRUCTIONS.format(what=what), f"Detect:\n{policy}\n\n{shown}"
+    return GUARD_INSTRUCTIONS.format(what=what), f"Policy:\n{policy}\n\n{shown}"
+
+
+async def ask_model(model: str | Model, name: str, instructions: str, text: str, *,
+                    alongside: int = 0) -> str:
     """The guard model's reply to `text` under `instructions`: one durable model call (with the
-    agent's model timeouts and retry policy), whose usage is reported to the run (its ledger
-    counts it even when the run then ends)."""
+    agent's model timeouts and retry policy).
+
+    Engine 5: metered like the run's own requests (`AgentRun.guard_request`): the run's limits
+    are checked before it is sent, and it counts in the ledger's `requests`, tokens and cost as
+    soon as it answered. Before, its usage was reported to the run (counted at the next
+    commit, or when the run ends) and no limit was checked.
+    """
     from towline.workflows import call_model, current_run
 
     chosen = model_name(model)
@@ -164,23 +248,99 @@ async def ask_model(model: str | Model, name: str, instructions: str, text: str)
     view = run.agent_run
     step = view.counters.run_step
     agent = view.agent  # its model calls' timeouts and retries are the guard model's too
-    response = await call_model(
-        chosen,
-        [ModelRequest(id="guardrail-instructions", parts=[SystemPart(content=instructions)]),
-         ModelRequest(id="guardrail-request", parts=[UserPart(content=text)])],
-        run_step=step, agent=agent.name, summary=f"{chosen} · guardrail {name} · step {step}",
-        timeout=agent.model_timeout, retry_policy=agent.model_retry_policy,
-        heartbeat_timeout=agent.model_heartbeat_timeout,
-    )
+    messages: list[Message] = [
+        ModelRequest(id="guardrail-instructions", parts=[SystemPart(content=instructions)]),
+        ModelRequest(id="guardrail-request", parts=[UserPart(content=text)])]
+
+    async def ask() -> ModelResponse:
+        return await call_model(
+            chosen, messages,
+            run_step=step, agent=agent.name, summary=f"{chosen} · guardrail {name} · step {step}",
+            timeout=agent.model_timeout, retry_policy=agent.model_retry_policy,
+            heartbeat_timeout=agent.model_heartbeat_timeout,
+        )
+
+    if at_least(5):
+        async with run.guard_request(name, alongside=alongside) as answered:
+            response = await ask()
+            answered(response.usage)
+        return response.text
+    response = await ask()
     if response.usage != Usage():
         run.report_usage(response.usage)
     return response.text
 
 
+_VERDICT = re.compile(r"[\s*_#>`]*(PASS|FAIL)(?![\w])")
+"""A verdict as the first word of a reply (markdown emphasis, a heading or a quote mark
+before it ignored), in capitals as the instructions ask."""
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
+_FAIL_WORD = re.compile(r"\bFAIL(?:ED|S)?\b")
+
+
+def read_verdict(reply: str) -> tuple[bool, str] | None:
+    """A guard model's reply in the strict form (engine 5): (passed, what it said after the
+    verdict), or None when it holds no verdict that can be read.
+
+    Readable: a reply whose first word is PASS or FAIL, in capitals (`**FAIL**:` too), what
+    follows it being the reason; or one JSON object `{"verdict": "PASS" | "FAIL", "reason":
+    "..."}` (in a ```json fence or not). A PASS whose reason says FAIL contradicts itself and
+    is not read. The word anywhere else (`This message must not pass: ... FAIL`) is no verdict.
+    """
+    text = reply.strip()
+    fenced = _FENCED.fullmatch(text)
+    if fenced is not None:
+        text = fenced.group(1)
+    if text.startswith("{"):
+        return _json_verdict(text)
+    found = _VERDICT.match(text)
+    if found is None:
+        return None
+    passed = found.group(1) == "PASS"
+    rest = text[found.end():].lstrip("*_`").lstrip(" \t\r\n:.-—").rstrip()
+    if passed and _FAIL_WORD.search(rest):
+        return None
+    return passed, rest
+
+
+def _json_verdict(text: str) -> tuple[bool, str] | None:
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields = cast(dict[str, Any], data)
+    found = fields.get("verdict")
+    reason = fields.get("reason", "")
+    if not isinstance(found, str) or found.upper() not in ("PASS", "FAIL"):
+        return None
+    if not isinstance(reason, str):
+        return None
+    return found.upper() == "PASS", reason.strip()
+
+
+def unreadable(reply: str) -> str:
+    """What a guardrail says when its guard model's verdict cannot be read: it flags (fails
+    closed), and says why."""
+    shown = " ".join(reply.split())[:200] or "(nothing)"
+    return ("the guard model's verdict could not be read (a reply must start with PASS or FAIL, "
+            f"or be {{\"verdict\": \"PASS\" | \"FAIL\"}} JSON), so the guardrail fails closed; "
+            f"it answered: {shown}")
+
+
 def judged(reply: str) -> str | None:
-    """A guard model's reply as a verdict: PASS passes; FAIL, or neither word, flags."""
-    return parse_verdict(reply, unclear="the guard model answered neither PASS nor FAIL: "
-                                        f"{reply.strip()[:200] or '(nothing)'}")
+    """A guard model's reply as a verdict: PASS passes; FAIL, or a reply without a verdict,
+    flags. Engine 5 reads it strictly (`read_verdict`); before, the first PASS or FAIL word
+    anywhere in it decided."""
+    if not at_least(5):
+        return parse_verdict(reply, unclear="the guard model answered neither PASS nor FAIL: "
+                                            f"{reply.strip()[:200] or '(nothing)'}")
+    found = read_verdict(reply)
+    if found is None:
+        return unreadable(reply)
+    passed, said = found
+    return None if passed else said or "the guard model answered FAIL, without a reason"
 
 
 def text_of(content: Any) -> str:

@@ -9,16 +9,18 @@ clock, randomness, environment or I/O; a function that reads them fails the run 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, cast
 
 from towline.errors import ConfigurationError
+from towline.runtime.fingerprint import ADDED_OPTION
 
 from ._config import check_timeout
 
-__all__ = ["Deny", "Ask", "Rule", "RuleAnswer", "static_rule", "DECISION_KINDS"]
+__all__ = ["Deny", "Ask", "Rule", "RuleAnswer", "static_rule", "check_message", "DECISION_KINDS"]
 
 DECISION_KINDS = ("approve", "reject", "edit", "respond")
 """What a reviewer may decide (all of them unless an `Ask` narrows it)."""
@@ -40,6 +42,13 @@ class Ask:
     """What the reviewer may decide: approve, reject, edit, respond (any of them)."""
     timeout: timedelta | None = None
     """How long to wait for this tool's calls; None takes `ToolApproval.timeout`."""
+    metadata: Mapping[str, Any] | None = field(default=None, metadata={ADDED_OPTION: True})
+    """JSON attached to the approval request, for the reviewer: shown with the pending call
+    (`state` query, `towline pending`, the `approval` event, an AG-UI interrupt). A rule
+    function returning `Ask(metadata=...)` attaches what it read from the arguments."""
+    rejection_message: str | None = field(default=None, metadata={ADDED_OPTION: True})
+    """What the model is told when a reviewer rejects a call of this tool, exactly (None:
+    `ToolApproval.rejection_message`); a rejection's own `message` wins over it."""
 
     def __post_init__(self) -> None:
         kinds = tuple(self.decisions)
@@ -49,6 +58,15 @@ class Ask:
                                      f"(got {list(kinds)!r})")
         check_timeout("Ask", "timeout", self.timeout, optional=True)
         object.__setattr__(self, "decisions", kinds)
+        check_message("Ask", "rejection_message", self.rejection_message)
+        if self.metadata is not None:
+            if not isinstance(self.metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise ConfigurationError("Ask.metadata must be a mapping of JSON values")
+            try:  # what the run records and shows: JSON only, checked where it is made
+                copied = json.loads(json.dumps(dict(self.metadata)))
+            except (TypeError, ValueError) as e:
+                raise ConfigurationError(f"Ask.metadata must be JSON: {e}") from None
+            object.__setattr__(self, "metadata", copied)
 
 
 Static = Literal["approve", "deny", "ask"] | Deny | Ask
@@ -73,6 +91,16 @@ class RuleAnswer:
     audited: bool = True
     """Whether the answer is worth an audit entry (a tool no rule names, approved by the
     default, is not)."""
+    metadata: Mapping[str, Any] | None = None
+    """ask: what the `Ask` attaches to the approval request."""
+    rejection_message: str | None = None
+    """ask: what the model is told of a rejection (None: the default text)."""
+
+
+def check_message(owner: str, name: str, value: Any) -> None:
+    """A rejection message is a non-empty string (or None)."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigurationError(f"{owner}.{name} must be a non-empty string, not {value!r}")
 
 
 def static_rule(owner: str, value: Any) -> Static:
@@ -91,7 +119,8 @@ def answer_of(value: Any, source: str, where: str) -> RuleAnswer:
     if isinstance(rule, Deny):
         return RuleAnswer("deny", message=rule.message, source=source)
     if isinstance(rule, Ask):
-        return RuleAnswer("ask", decisions=tuple(rule.decisions), timeout=rule.timeout, source=source)
+        return RuleAnswer("ask", decisions=tuple(rule.decisions), timeout=rule.timeout, source=source,
+                          metadata=rule.metadata, rejection_message=rule.rejection_message)
     if rule == "deny":
         return RuleAnswer("deny", message=Deny().message, source=source)
     return RuleAnswer(rule, source=source)

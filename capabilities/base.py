@@ -28,6 +28,7 @@ __all__ = [
     "cap_tools",
     "cap_state_schema",
     "cap_activities",
+    "is_activity",
     "cap_models",
     "MIDDLEWARE_HOOKS",
 ]
@@ -160,6 +161,12 @@ def cap_state_schema(cap: CapabilityLike) -> dict[str, Any]:
     if callable(schema):
         schema = schema()
     return dict(schema)
+
+
+def is_activity(fn: Any) -> bool:
+    """Whether `fn` is an `@activity.defn` function (a `Handoff.on_handoff` run as an
+    activity, say)."""
+    return fn is not None and getattr(fn, "__temporal_activity_definition", None) is not None
 
 
 def cap_activities(cap: CapabilityLike) -> tuple[Callable[..., Any], ...]:

@@ -28,23 +28,28 @@ delegated and nothing comes back: there is one run, one workflow, one ledger.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from towline.errors import ConfigurationError, ToolError
 from towline.messages import Message, ModelResponse, RetryPart, ToolCallPart, ToolReturnPart
+from towline.results import HandoffRecord
+from towline.runtime.fingerprint import ADDED_OPTION
 from towline.tools import HANDOFF_KEY, Tool, ToolContext
 
-from .base import Capability
+from .base import Capability, is_activity
 
 if TYPE_CHECKING:
     from towline.agent import Agent
 
-__all__ = ["Handoff", "InputFilter", "handoff_tool_name", "remove_tool_calls", "TRANSFERRED"]
+__all__ = ["Handoff", "InputFilter", "OnHandoff", "handoff_tool_name", "remove_tool_calls",
+           "TRANSFERRED"]
 
 InputFilter = Callable[[list[Message]], list[Message]]
 """`input_filter(messages) -> messages`: the conversation the target agent goes on with."""
+OnHandoff = Callable[[HandoffRecord], None | Awaitable[None]]
+"""`on_handoff(record)`: workflow code run once when the handoff is made (see `Handoff`)."""
 
 TRANSFERRED = "Transferred to {agent}: it handles the conversation from here."
 """The handoff tool's return, as the model sees it."""
@@ -72,6 +77,22 @@ class Handoff(Capability):
     (`RunResult.messages` holds it; the Temporal history keeps the requests that carried what it
     dropped). Every tool call it keeps needs its return, and every return its call, or the run
     fails `CapabilityViolation`. `remove_tool_calls` is one."""
+    on_handoff: OnHandoff | None = field(default=None, metadata={ADDED_OPTION: True})
+    """Called once with the `HandoffRecord` when the handoff is made (after `input_filter`,
+    before the target's first request); engine 5. Two kinds, as capabilities have:
+
+    - an `@activity.defn` function (sync or async) is an **activity**: scheduled once per
+      handoff (summary `on_handoff: <from> -> <to>`), retried by Temporal (3 attempts), never
+      run again by a replay, free to do I/O; workers serving the agent register it. The run
+      waits for it; if every attempt fails, the run fails `CapabilityViolation`.
+    - any other function (sync or async) is **hook code**: workflow code under the
+      determinism guard, like every capability hook, so a replay runs it again and it must
+      do the same each time (no I/O, clock or randomness).
+
+    Its return is ignored; if it raises, the run fails `CapabilityViolation`."""
+    tool_name: str | None = field(default=None, metadata={ADDED_OPTION: True})
+    """The handoff tool's name, as the model sees and calls it (None: `transfer_to_<name>`;
+    OpenAI's `tool_name_override`)."""
 
     def __post_init__(self) -> None:
         from towline.agent import Agent
@@ -85,12 +106,21 @@ class Handoff(Capability):
             raise ConfigurationError("Handoff.input_filter must be callable")
         if self.description is not None and not isinstance(self.description, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("Handoff.description must be a string")
+        if self.on_handoff is not None and not callable(self.on_handoff):
+            raise ConfigurationError("Handoff.on_handoff must be callable")
+        if self.tool_name is not None and (
+                not isinstance(self.tool_name, str)  # pyright: ignore[reportUnnecessaryIsInstance]
+                or not self.tool_name.replace("_", "a").replace("-", "a").isalnum()):
+            raise ConfigurationError(f"Handoff.tool_name {self.tool_name!r} must be alphanumeric, "
+                                     "'_' or '-'")
+
         target = self.target
         description = self.description or (
             f"Hand the conversation over to the agent {target!r}, which then answers the user "
             "and has its own tools. Call it when that agent is the right one to go on.")
         # One function for every handoff (the plugin refuses two functions under one name).
-        tool = Tool.from_function(_transfer, name=handoff_tool_name(target), description=description,
+        tool = Tool.from_function(_transfer, name=self.tool_name or handoff_tool_name(target),
+                                  description=description,
                                   in_workflow=True, metadata={HANDOFF_KEY: target})
         object.__setattr__(self, "_tool", tool)
 
@@ -98,6 +128,17 @@ class Handoff(Capability):
     def target(self) -> str:
         """The name of the agent the run is handed to."""
         return self.agent if isinstance(self.agent, str) else self.agent.name
+
+    @property
+    def activities(self) -> tuple[Callable[..., Any], ...]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """`on_handoff`, when it is an activity, for workers to register."""
+        fn = self.on_handoff
+        return (fn,) if fn is not None and is_activity(fn) else ()
+
+    @property
+    def transfer_tool(self) -> str:
+        """The handoff tool's name: `tool_name`, or `transfer_to_<name>`."""
+        return self.tool_name or handoff_tool_name(self.target)
 
     @property
     def name(self) -> str:
@@ -122,11 +163,11 @@ async def _transfer(ctx: ToolContext) -> str:
 
     run = current_run()
     found = [c for c in run.agent_run.agent.capabilities
-             if isinstance(c, Handoff) and handoff_tool_name(c.target) == ctx.tool_name]
+             if isinstance(c, Handoff) and c.transfer_tool == ctx.tool_name]
     if not found:  # the tool was lifted out of its Handoff into `tools=[...]`
         raise ToolError(f"tool {ctx.tool_name!r} hands off only through a Handoff capability")
     handoff = found[0]
-    run.hand_off(handoff.target, handoff.input_filter, ctx)
+    run.hand_off(handoff.target, handoff.input_filter, ctx, on_handoff=handoff.on_handoff)
     return TRANSFERRED.format(agent=handoff.target)
 
 

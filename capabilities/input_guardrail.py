@@ -14,22 +14,30 @@ the model request that input would start:
 - `run_in_parallel=False`: the check runs first, and a trip means the model is never called.
 
 A trip ends the run with `GuardrailTripped`, which names the guardrail and what it said, the
-partial run kept. What the model sees is unchanged: the guardrail reads, it never edits.
+partial run kept; in a session, `on_trip="end_turn"` (engine 5) ends only the turn: its
+answer is the `refusal`, recorded after the user's message, and the session waits for the
+next one. What the model sees is unchanged: the guardrail reads, it never edits.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from towline.errors import ConfigurationError
 from towline.messages import ModelResponse
+from towline.runtime.fingerprint import ADDED_OPTION
 from towline.runtime.model_types import Model
 
 from ._guardrail import (
+    REFUSAL,
     Check,
+    OnTrip,
+    PolicyKind,
     check_judge,
+    check_on_trip,
+    check_policy_kind,
     default_name,
     engine_ready,
     guard_models,
@@ -62,10 +70,24 @@ class InputGuardrail(Capability):
     guard (no I/O, clock or randomness: use `model` for a check that needs a model)."""
     model: str | Model | None = None
     """A guard model (a name the worker knows, or a `Model`, which workers then register): it
-    reads the input and the `policy`, and answers PASS, or FAIL with a reason (an answer with
-    neither trips too). One `towline.model_request` activity; the ledger counts its usage."""
+    reads the input and the `policy`, and answers PASS, or FAIL with a reason (a reply that
+    does not start with either, or is no `{"verdict": ...}` JSON, trips too: docs/guardrails.md
+    shows the exact request and reply). One `towline.model_request` activity; the ledger
+    counts it (engine 5: in `requests` too, the run's limits checked before it is sent)."""
     policy: str | None = None
-    """What the input must comply with, in words for the guard model."""
+    """What the input must comply with (`policy_kind="allow"`) or what to flag
+    (`policy_kind="detect"`), in words for the guard model."""
+    policy_kind: PolicyKind = field(default="allow", metadata={ADDED_OPTION: True})
+    """How `policy` reads: "allow" (the input must comply with it: "Only questions about
+    orders.") or "detect" (what to flag, as OpenAI's guardrail agents are written: "The user
+    asks for help with their maths homework.")."""
+    on_trip: OnTrip = field(default="end_run", metadata={ADDED_OPTION: True})
+    """What a trip ends: the run (`GuardrailTripped`), or, in a session, only the turn
+    ("end_turn", engine 5): its answer is `refusal` and the session waits for the next
+    message. A run that is no session ends `GuardrailTripped` either way."""
+    refusal: str = field(default=REFUSAL, metadata={ADDED_OPTION: True})
+    """The answer of a turn the guardrail ended (`on_trip="end_turn"`), as the user and the
+    model see it in the conversation; what the guardrail said stays in its live event."""
     name: str | None = None
     """How the failure names this guardrail; defaults to the check's or the model's name."""
     run_in_parallel: bool = True
@@ -74,6 +96,8 @@ class InputGuardrail(Capability):
 
     def __post_init__(self) -> None:
         check_judge("InputGuardrail", self.check, self.model, self.policy)
+        check_policy_kind("InputGuardrail", self.policy_kind)
+        check_on_trip("InputGuardrail", self.on_trip, self.refusal)
         if not isinstance(self.run_in_parallel, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("InputGuardrail.run_in_parallel must be True or False")
         object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
@@ -85,7 +109,7 @@ class InputGuardrail(Capability):
         if text is None or not engine_ready():  # nothing new from the user since the model answered
             return await next(request)
         if not self.run_in_parallel:
-            await self._judge(text)
+            await self._judge(text, alongside=0)
             return await next(request)
         from towline.workflows.model_schedule import wait_cancellation_completed
 
@@ -95,17 +119,20 @@ class InputGuardrail(Capability):
 
         task = asyncio.ensure_future(model())
         try:
-            await self._judge(text)
+            await self._judge(text, alongside=1)
         except BaseException:
             await _cancelled(task)  # the trip (or any failure) wins; the request's usage counts
             raise
         return await task
 
-    async def _judge(self, text: str) -> None:
+    async def _judge(self, text: str, *, alongside: int) -> None:
+        """Trip on `text` if it fails (`alongside`: the model request running beside it)."""
         assert self.name is not None
-        said = await verdict(self.name, self.check, self.model, self.policy, text, text, WHAT)
+        said = await verdict(self.name, self.check, self.model, self.policy, text, text, WHAT,
+                             policy_kind=self.policy_kind, alongside=alongside)
         if isinstance(said, str):
-            raise tripwire("input", self.name, said)
+            refusal = self.refusal if self.on_trip == "end_turn" else None
+            raise tripwire("input", self.name, said, refusal=refusal)
 
 
 async def _cancelled(task: asyncio.Future[Any]) -> None:

@@ -6,21 +6,30 @@ structured output), the check reads the output as `RunResult.output` would hold 
 text, or the validated output's JSON value). A response whose output is not valid is not
 checked: the run asks the model again, as it would anyway. A trip ends the run with
 `GuardrailTripped` (the guardrail's name and what it said), the partial run kept with the
-answer in it, so the caller never receives the output. In a session, every answer is checked.
+answer in it, so the caller never receives the output. In a session, every answer is checked,
+and with `on_trip="end_turn"` (engine 5) a trip ends only the turn: the stopped answer is left
+out of the conversation (the Temporal history keeps the model's response), the `refusal`
+stands in its place as the turn's answer, and the session waits for the next message.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from towline.messages import Message, ModelResponse
+from towline.runtime.fingerprint import ADDED_OPTION
 from towline.runtime.model_types import Model
 
 from ._guardrail import (
+    REFUSAL,
     Check,
+    OnTrip,
+    PolicyKind,
     check_judge,
+    check_on_trip,
+    check_policy_kind,
     default_name,
     engine_ready,
     guard_models,
@@ -52,14 +61,29 @@ class OutputGuardrail(Capability):
     model: str | Model | None = None
     """A guard model (a name the worker knows, or a `Model`, which workers then register): it
     reads the answer (structured output as JSON text) and the `policy`, and answers PASS, or
-    FAIL with a reason (an answer with neither trips too). The ledger counts its usage."""
+    FAIL with a reason (a reply that does not start with either, or is no `{"verdict": ...}`
+    JSON, trips too: docs/guardrails.md shows the exact request and reply). The ledger counts
+    it (engine 5: in `requests` too, the run's limits checked before it is sent)."""
     policy: str | None = None
-    """What the answer must comply with, in words for the guard model."""
+    """What the answer must comply with (`policy_kind="allow"`) or what to flag
+    (`policy_kind="detect"`), in words for the guard model."""
+    policy_kind: PolicyKind = field(default="allow", metadata={ADDED_OPTION: True})
+    """How `policy` reads: "allow" (the answer must comply with it) or "detect" (what to flag,
+    as OpenAI's guardrail agents are written)."""
+    on_trip: OnTrip = field(default="end_run", metadata={ADDED_OPTION: True})
+    """What a trip ends: the run (`GuardrailTripped`), or, in a session, only the turn
+    ("end_turn", engine 5): the answer is replaced by `refusal` and the session waits for the
+    next message. A run that is no session ends `GuardrailTripped` either way."""
+    refusal: str = field(default=REFUSAL, metadata={ADDED_OPTION: True})
+    """The answer of a turn the guardrail ended (`on_trip="end_turn"`), in place of the one
+    it stopped."""
     name: str | None = None
     """How the failure names this guardrail; defaults to the check's or the model's name."""
 
     def __post_init__(self) -> None:
         check_judge("OutputGuardrail", self.check, self.model, self.policy)
+        check_policy_kind("OutputGuardrail", self.policy_kind)
+        check_on_trip("OutputGuardrail", self.on_trip, self.refusal)
         object.__setattr__(self, "name", self.name or default_name(self.check, self.model))
         object.__setattr__(self, "hook_models", guard_models(self.model))
 
@@ -77,7 +101,9 @@ class OutputGuardrail(Capability):
             return
         assert self.name is not None
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-        said = await verdict(self.name, self.check, self.model, self.policy, output, text, WHAT)
+        said = await verdict(self.name, self.check, self.model, self.policy, output, text, WHAT,
+                             policy_kind=self.policy_kind)
         if isinstance(said, str):
-            raise tripwire("output", self.name, said)
+            refusal = self.refusal if self.on_trip == "end_turn" else None
+            raise tripwire("output", self.name, said, refusal=refusal, response_id=last.id)
         return

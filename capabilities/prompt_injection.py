@@ -12,9 +12,11 @@ reason and the injected passages, quoted. A flagged result is:
 - `action="deny"`: withheld, recorded `denied`, and the model is told why.
 
 One `towline.model_request` activity per guarded result, its usage counted in the run's
-ledger. Regular expressions do not find injections, which are ordinary language; a model
-might, and that is all this claims. The tool's own outcome stands (its effect, its state
-update), and the Temporal history keeps what the tool returned.
+ledger (engine 5: in `requests` too, the run's limits checked before it is sent). A reply
+that does not start with PASS or FAIL (`_guardrail.read_verdict`) withholds the result, saying
+the verdict could not be read. Regular expressions do not find injections, which are
+ordinary language; a model might, and that is all this claims. The tool's own outcome stands
+(its effect, its state update), and the Temporal history keeps what the tool returned.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from towline.runtime.model_types import Model
 from towline.tools import ToolCall, ToolContext, ToolReturn
 
 from ._config import check_names, check_str
-from ._guardrail import ask_model, guard_models, judged, model_name, report, text_of
+from ._guardrail import (
+    ask_model,
+    at_least,
+    guard_models,
+    judged,
+    model_name,
+    read_verdict,
+    report,
+    text_of,
+)
 from .base import Capability
 
 __all__ = ["PromptInjectionGuard", "DETECTOR_INSTRUCTIONS", "REMOVED"]
@@ -91,8 +102,10 @@ class PromptInjectionGuard(Capability):
         said = judged(reply)
         if said is None:
             return result
+        # engine 5: a verdict that cannot be read quotes nothing the guard stands by: withheld
+        readable = not at_least(5) or read_verdict(reply) is not None
         said = said.split("\n", 1)[0].strip() or "flagged as prompt injection"
-        if self.action == "redact" and isinstance(result.content, str):
+        if self.action == "redact" and readable and isinstance(result.content, str):
             redacted = result.content
             for passage in _QUOTED.findall(reply):
                 redacted = redacted.replace(passage, REMOVED)

@@ -105,6 +105,9 @@ class ModelRequestState(BaseModel):
     """The model's response (in `after_model_request`); hooks may transform it."""
     state: dict[str, Any] = Field(default_factory=dict)
     """A read-only copy of the contributed state keys."""
+    context: Any = None
+    """The run's context (`RunInput.context`) as its agent's `context_type` instance, or
+    None; a copy, restored after every hook (engine 5)."""
 
     tool_retries: dict[str, int]
     """Runtime-owned: per tool, consecutive failures."""
@@ -154,3 +157,6 @@ class ModelCallRequest(BaseModel):
     """The provider's own tools offered (narrow them to offer fewer)."""
     run_step: int = 0
     """The step this call belongs to (read-only)."""
+    context: Any = None
+    """The run's context (`RunInput.context`) as its agent's `context_type` instance, or None;
+    a copy for each wrapper: what one changes, or passes to `next`, reaches nothing (engine 5)."""

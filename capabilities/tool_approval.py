@@ -17,7 +17,7 @@ within `timeout` records the call `denied`. Every decision is in the run's audit
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -26,7 +26,16 @@ from towline.runtime.fingerprint import ADDED_OPTION
 from towline.tools import ToolCall, ToolContext
 
 from ._config import check_names, check_timeout
-from .approval_rules import Ask, Deny, Rule, RuleAnswer, answer_of, live_answer, static_rule
+from .approval_rules import (
+    Ask,
+    Deny,
+    Rule,
+    RuleAnswer,
+    answer_of,
+    check_message,
+    live_answer,
+    static_rule,
+)
 from .base import Capability
 
 __all__ = ["ToolApproval", "Ask", "Deny"]
@@ -50,6 +59,11 @@ class ToolApproval(Capability):
     default: Literal["approve", "deny", "ask"] | Deny | Ask = field(default="approve",
                                                                     metadata={ADDED_OPTION: True})
     """The rule of tools neither `tools` nor `rules` names."""
+    rejection_message: str | None = field(default=None, metadata={ADDED_OPTION: True})
+    """What the model is told, exactly, when a reviewer rejects a call (None: "rejected by a
+    reviewer: REASON"). An `Ask(rejection_message=...)` rule sets it for its tool, and a reject
+    decision's `message` for that one call; the most specific wins: the decision's, the
+    tool's `Ask`, this. The reviewer's `reason` stays in the audit trail either way."""
 
     def __post_init__(self) -> None:
         names = check_names("ToolApproval", "tools", self.tools)
@@ -67,12 +81,19 @@ class ToolApproval(Capability):
         if not names and not rules and default == "approve":
             raise ConfigurationError("ToolApproval: tools must name at least one tool "
                                      "(or give rules, or a default other than 'approve')")
+        check_message("ToolApproval", "rejection_message", self.rejection_message)
         object.__setattr__(self, "tools", names)
         object.__setattr__(self, "rules", rules)
         object.__setattr__(self, "default", default)
 
     def answer(self, tool: str, args: dict[str, Any], live: Mapping[str, Any]) -> RuleAnswer:
         """What the policy says about a call of `tool` with (validated) `args`."""
+        found = self._answer(tool, args, live)
+        if found.verdict == "ask" and found.rejection_message is None and self.rejection_message:
+            return replace(found, rejection_message=self.rejection_message)
+        return found
+
+    def _answer(self, tool: str, args: dict[str, Any], live: Mapping[str, Any]) -> RuleAnswer:
         found = live_answer(live, tool)
         if found is not None:
             return found
@@ -81,8 +102,7 @@ class ToolApproval(Capability):
             default = live.get("default") or self.default
             answer = answer_of(default, "policy" if live.get("default") else "default",
                                "ToolApproval.default")
-            return RuleAnswer(answer.verdict, answer.message, answer.decisions, answer.timeout,
-                              answer.source, audited=answer.verdict != "approve")
+            return replace(answer, audited=answer.verdict != "approve")
         if callable(rule) and not isinstance(rule, Deny | Ask):
             return answer_of(_predicate(rule, tool, args), "rule", f"ToolApproval.rules[{tool!r}]")
         return answer_of(rule, "rule", f"ToolApproval.rules[{tool!r}]")

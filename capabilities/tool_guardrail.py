@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from towline.errors import ConfigurationError, ToolDenied
+from towline.runtime.fingerprint import ADDED_OPTION
 from towline.runtime.model_types import Model
 from towline.tools import ToolCall, ToolContext, ToolReturn
 
 from ._config import check_names
 from ._guardrail import (
     Check,
+    PolicyKind,
     Replace,
     check_judge,
+    check_policy_kind,
     default_name,
     engine_ready,
     guard_models,
@@ -67,10 +70,16 @@ class ToolGuardrail(Capability):
     model: str | Model | None = None
     """A guard model (a name the worker knows, or a `Model`, which workers then register): it
     reads the call (`name(arguments)`) or the result's text and the `policy`, and answers
-    PASS, or FAIL with a reason (an answer with neither flags too). The ledger counts its
-    usage."""
+    PASS, or FAIL with a reason (a reply that does not start with either, or is no
+    `{"verdict": ...}` JSON, flags too: docs/guardrails.md shows the exact request and reply).
+    The ledger counts it (engine 5: in `requests` too, the run's limits checked before it is
+    sent)."""
     policy: str | None = None
-    """What a call or result must comply with, in words for the guard model."""
+    """What a call or result must comply with (`policy_kind="allow"`) or what to flag
+    (`policy_kind="detect"`), in words for the guard model."""
+    policy_kind: PolicyKind = field(default="allow", metadata={ADDED_OPTION: True})
+    """How `policy` reads: "allow" (a call or result must comply with it) or "detect" (what to
+    flag, as OpenAI's guardrail agents are written)."""
     on: Literal["call", "result"] = "call"
     """Which side of a tool call it guards: the call before it runs, or its result before the
     model sees it."""
@@ -85,6 +94,7 @@ class ToolGuardrail(Capability):
 
     def __post_init__(self) -> None:
         check_judge("ToolGuardrail", self.check, self.model, self.policy)
+        check_policy_kind("ToolGuardrail", self.policy_kind)
         if self.on not in ("call", "result"):
             raise ConfigurationError(f"ToolGuardrail.on must be 'call' or 'result', not {self.on!r}")
         if self.on_flag not in ("deny", "trip"):
@@ -104,7 +114,7 @@ class ToolGuardrail(Capability):
         assert self.name is not None
         text = f"{call.tool_name}({json.dumps(call.args, ensure_ascii=False, sort_keys=True)})"
         said = await verdict(self.name, self.check, self.model, self.policy, call, text,
-                             WHAT["call"])
+                             WHAT["call"], policy_kind=self.policy_kind)
         if said is None:
             return call
         assert isinstance(said, str)
@@ -119,7 +129,8 @@ class ToolGuardrail(Capability):
             return result
         assert self.name is not None
         said = await verdict(self.name, self.check, self.model, self.policy, result,
-                             text_of(result.content), WHAT["result"], replace=True)
+                             text_of(result.content), WHAT["result"], replace=True,
+                             policy_kind=self.policy_kind)
         if said is None:
             return result
         if isinstance(said, Replace):

@@ -28,6 +28,8 @@ def _model(messages: list[Message], info: ModelInfo) -> ModelResponse | str:
     if not returns:
         return ModelResponse(parts=[ToolCallPart(tool_name="pick_color", tool_call_id="pick_1",
                                                  args={"prompt": "Which color?"})])
+    if returns[-1].status != "succeeded":  # the client answered with an error (or timed out)
+        return f"The color picker failed: {returns[-1].content}"
     picked = returns[-1].content
     color = picked.get("color") if isinstance(picked, dict) else picked
     return f"You picked {color}."

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from history_agents import (  # pyright: ignore[reportMissingImports]
     ENGINE4_RECORDINGS,
+    ENGINE5_RECORDINGS,
     HISTORY_AGENTS,
     HISTORY_MODELS,
     RECORDINGS,
@@ -100,7 +101,7 @@ async def record(out_dir: Path, only: set[str] | None = None, *,
                 contextlib.AsyncExitStack() as stack:
             for worker in model_queue_workers(routed, routes, models=HISTORY_MODELS):
                 await stack.enter_async_context(worker)
-            for rec in [*RECORDINGS, *ENGINE4_RECORDINGS]:
+            for rec in [*RECORDINGS, *ENGINE4_RECORDINGS, *ENGINE5_RECORDINGS]:
                 if only is not None and rec.workflow_id not in only:
                     continue
                 client, queue_of = ((stored, stored_queue) if rec.stored else
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     only = set(args.only) if args.only else None
     if only is not None:
-        unknown = only - {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS]}
+        unknown = only - {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS, *ENGINE5_RECORDINGS]}
         if unknown:
             parser.error(f"no recording named {sorted(unknown)}")
     for path in asyncio.run(record(args.out_dir, only)):

@@ -80,6 +80,7 @@ from history_turns import (
 
 __all__ = [
     "HISTORY_AGENTS", "HISTORY_MODELS", "RECORDINGS", "Recording", "ENGINE4_RECORDINGS",
+    "ENGINE5_RECORDINGS",
     "PNG", "flaky", "lookup", "tools_script",
     "tools_agent", "capability_agent", "middleware_agent", "structured_agent", "failing_agent",
     "ticking_agent", "storing_agent", "frontier_agent", "approval_agent", "streaming_agent",
@@ -261,3 +262,15 @@ except ModuleNotFoundError:
     from tests.history_engine4_port import PORT_AGENTS, PORT_RECORDINGS
 HISTORY_AGENTS += PORT_AGENTS
 ENGINE4_RECORDINGS += [Recording(workflow_id, inp) for workflow_id, inp in PORT_RECORDINGS]
+
+# Engine 5 (issue 40): the same people and agents again, on the engine that reads guard verdicts
+# strictly and meters guard requests, bounds the audit trail and refuses no-op policy changes,
+# checks client tool names at the start and at each handoff, and counts queued messages.
+ENGINE5_RECORDINGS: list[Recording] = [
+    Recording("history-engine5-tools", RunInput(agent="history-tools", prompt="weather and maths")),
+    *(Recording(workflow_id.replace("engine4", "engine5"), inp)
+      for workflow_id, inp in PORT_RECORDINGS),
+    *(Recording(workflow_id.replace("engine4", "engine5"), inp, interact)
+      for workflow_id, inp, interact in HITL_RECORDINGS),
+]
+"""The engine-5 recordings, committed beside the older ones (`scripts/record_history.py`)."""

@@ -18,7 +18,7 @@ from towline.runtime.plugin import TowlinePlugin
 from towline.runtime.search_attributes import start_attributes
 from towline.testing import execution_histories, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_4
+from towline.workflows.versions import ENGINES
 
 
 def _model_requests(history: WorkflowHistory) -> int:
@@ -57,6 +57,6 @@ async def test_the_engine4_real_traffic_recordings_record_and_replay(
         history = WorkflowHistory.from_json(rec.workflow_id,
                                             (tmp_path / f"{rec.workflow_id}.json").read_text())
         await replayer.replay_workflow(history)  # raises on nondeterminism
-        assert ENGINE_4 in patch_ids(history.events)  # recorded by engine 4
+        assert ENGINES[0][0] in patch_ids(history.events)  # recorded by the newest engine
         expected = 1 if rec.workflow_id.endswith("filtered") else 2
         assert _model_requests(history) == expected, rec.workflow_id

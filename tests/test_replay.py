@@ -24,6 +24,7 @@ import pytest
 from cli_helpers import patch_ids, towline_upserts
 from history_agents import (
     ENGINE4_RECORDINGS,
+    ENGINE5_RECORDINGS,
     HISTORY_AGENTS,
     RECORDINGS,
     flaky,
@@ -53,7 +54,7 @@ from towline.runtime.heap import paused_gc
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_2, ENGINE_3, ENGINE_4
+from towline.workflows.versions import ENGINE_2, ENGINE_3, ENGINE_4, ENGINE_5
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -67,7 +68,8 @@ def _replayer() -> Replayer:
 
 def test_every_recording_has_a_committed_history() -> None:
     names = {p.name.split(".")[0] for p in FILES}
-    assert names == {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS]}
+    assert names == {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS,
+                                               *ENGINE5_RECORDINGS]}
     assert any(".run2." in p.name for p in FILES), "a continued-as-new execution is committed"
 
 
@@ -280,3 +282,11 @@ def test_the_engine_4_histories_were_written_by_engine_4() -> None:
     for rec in ENGINE4_RECORDINGS:
         ids = patch_ids(load_history(HISTORIES / f"{rec.workflow_id}.json").events)
         assert ENGINE_4 in ids and ENGINE_3 not in ids and ENGINE_2 not in ids, (rec.workflow_id, ids)
+
+
+def test_the_engine_5_histories_were_written_by_engine_5() -> None:
+    """Each committed engine-5 recording's first execution records the engine-5 marker and no
+    other engine's: replaying it checks today's code against engine 5's commands."""
+    for rec in ENGINE5_RECORDINGS:
+        ids = patch_ids(load_history(HISTORIES / f"{rec.workflow_id}.json").events)
+        assert ENGINE_5 in ids and ENGINE_4 not in ids, (rec.workflow_id, ids)

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
         ConfigurationError,
         ContentBlocked,
         ContentFiltered,
+        DecisionNotApplied,
+        DecisionNotDelivered,
+        DecisionPending,
         DuplicateToolCallId,
         GuardrailTripped,
+        InstructionsFailed,
         InternalError,
         InvalidRunInput,
         MaxStepsExceeded,
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
         NondeterministicHook,
         OutputRetriesExhausted,
         PayloadTooLarge,
+        RunEnded,
         RunError,
         RunFailure,
         ToolCallIdentityChanged,
@@ -75,6 +80,8 @@ if TYPE_CHECKING:
     )
     from towline.options import Limits, ModelSettings
     from towline.results import Counters, PartialRun, RunInput, RunResult
+    from towline.runtime.deps import current_deps
+    from towline.runtime.instructions import InstructionsContext
     from towline.runtime.plugin import TowlinePlugin
     from towline.storage.payload_store import FileStorageDriver, PayloadStore
     from towline.tools import (
@@ -106,8 +113,14 @@ _HOMES: dict[str, str] = {
     "ContentBlocked": "towline.errors",
     "ContentFiltered": "towline.errors",
     "DuplicateToolCallId": "towline.errors",
+    "DecisionNotApplied": "towline.errors",
+    "DecisionNotDelivered": "towline.errors",
+    "DecisionPending": "towline.errors",
     "GuardrailTripped": "towline.errors",
+    "InstructionsFailed": "towline.errors",
     "InternalError": "towline.errors",
+    "InstructionsContext": "towline.runtime.instructions",
+    "current_deps": "towline.runtime.deps",
     "InvalidRunInput": "towline.errors",
     "MaxStepsExceeded": "towline.errors",
     "MCPServerUnavailable": "towline.errors",
@@ -117,6 +130,7 @@ _HOMES: dict[str, str] = {
     "OutputRetriesExhausted": "towline.errors",
     "PayloadTooLarge": "towline.errors",
     "RunError": "towline.errors",
+    "RunEnded": "towline.errors",
     "RunFailure": "towline.errors",
     "ToolCallIdentityChanged": "towline.errors",
     "ToolDenied": "towline.errors",
@@ -199,6 +213,10 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunError",
+    "RunEnded",
+    "DecisionNotApplied",
+    "DecisionPending",
+    "DecisionNotDelivered",
     "Usage",
     "ModelSettings",
     "Limits",
@@ -255,8 +273,12 @@ __all__ = [
     "Cancelled",
     "UnknownAgent",
     "InvalidRunInput",
+    "InstructionsFailed",
     "InternalError",
     "MCPServerUnavailable",
+    # the run's context and the worker's dependencies (docs/agents-and-tools.md)
+    "InstructionsContext",
+    "current_deps",
     # data protection
     "EncryptionCodec",
     "KeyProvider",

@@ -30,7 +30,8 @@ from towline.capabilities.base import (
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
 from towline.native_tools import NativeTool, check_native_tools
-from towline.options import Limits, ModelSettings, OutputMode
+from towline.options import BACKGROUND_TIMEOUT, Limits, ModelSettings, OutputMode
+from towline.runtime.instructions import InstructionsFunc
 from towline.runtime.model_types import Model
 from towline.tools import Tool, ToolDefinition
 
@@ -47,8 +48,18 @@ class Agent:
     """Stable key a client starts runs by."""
     model: str | Model = "test"
     """A model name (`"test"`, a name registered with the plugin) or a `Model`."""
-    instructions: str | None = None
-    """System instructions, sent first with every request."""
+    instructions: str | InstructionsFunc | None = None
+    """System instructions, sent first with every request: text, or a function of an
+    `InstructionsContext` (sync or async) returning the text, which the worker runs as an
+    activity (`towline.instructions`) once per run, before the first request (it may use
+    the run's context and the worker's `deps`); its answer is recorded in the history, so a
+    replay reads it from there and never calls the function again."""
+    context_type: type[BaseModel] | None = None
+    """The pydantic model of the run's context (`RunInput.context`): validated when the run
+    starts (a missing, ill-typed or unknown key ends it with `InvalidRunInput` naming the
+    key) and handed to tools (`ToolContext.context`), hooks and dynamic instructions as an
+    instance. Keys a capability declares in `state_schema` are initial state instead.
+    None: the context may hold only such state keys."""
     tools: Sequence[Tool] = ()
     """The agent's own tools."""
     capabilities: Sequence[CapabilityLike] = ()
@@ -94,12 +105,17 @@ class Agent:
     model_poll_max_interval: timedelta = timedelta(minutes=2)
     """The longest wait between two polls of a background model call (a day of waiting is
     then about 720 polls)."""
+    model_background_timeout: timedelta = BACKGROUND_TIMEOUT
+    """How long a background model call may go unfinished: polled this long (or
+    `MAX_BACKGROUND_POLLS` times, whichever comes first, so that its history stays far
+    from Temporal's limit), it is cancelled and the run fails `BackgroundTimeout` with the
+    partial run (engine 5; earlier runs poll on)."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigurationError("an Agent needs a name")
         for name in ("model_timeout", "tool_heartbeat_timeout", "model_poll_interval",
-                     "model_poll_max_interval"):
+                     "model_poll_max_interval", "model_background_timeout"):
             if getattr(self, name) <= timedelta(0):
                 raise ConfigurationError(f"agent {self.name!r}: {name} must be positive")
         object.__setattr__(self, "mcp_servers", check_servers(self.name, self.mcp_servers))
@@ -117,6 +133,14 @@ class Agent:
         if self.output_mode != "tool" and self.output_type is str:
             raise ConfigurationError(f"agent {self.name!r}: output_mode {self.output_mode!r} needs "
                                      f"a structured output_type (a text answer needs no schema)")
+        if self.instructions is not None and not isinstance(self.instructions, str) \
+                and not callable(self.instructions):
+            raise ConfigurationError(f"agent {self.name!r}: instructions must be text or a "
+                                     f"function, not {type(self.instructions).__name__}")
+        given: Any = self.context_type  # checked at runtime, whatever its type says
+        if given is not None and not (isinstance(given, type) and issubclass(given, BaseModel)):
+            raise ConfigurationError(f"agent {self.name!r}: context_type must be a pydantic "
+                                     f"model class, not {self.context_type!r}")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "capabilities", tuple(self.capabilities))
         seen: set[str] = set()
@@ -128,6 +152,11 @@ class Agent:
                     )
                 seen.add(cap.name)
         _ = self.inventory, self._pristine_schema  # validate eagerly
+
+    @property
+    def static_instructions(self) -> str | None:
+        """The instructions when they are text (None when a function gives them)."""
+        return self.instructions if isinstance(self.instructions, str) else None
 
     @property
     def model_name(self) -> str:
@@ -154,7 +183,7 @@ class Agent:
         schema: dict[str, Any] = {}
         for cap in self.capabilities:
             for key, spec in cap_state_schema(cap).items():
-                if key in ("messages", "llm_usage", "jump_to"):
+                if key in ("messages", "llm_usage", "jump_to", "context"):
                     raise ConfigurationError(f"{cap_name(cap)}: state key {key!r} is reserved")
                 schema[key] = copy.deepcopy(spec)
         return schema

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from temporalio.client import (
     Client,
     Plugin,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import TypedSearchAttributes, WorkerDeploymentVersion, WorkflowIDReusePolicy
@@ -26,13 +28,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
 from towline.encryption.codec import EncryptionCodec
-from towline.errors import RunError
+from towline.errors import RunEnded, RunError
 from towline.events import EVENTS_TOPIC, RunEvent
 from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
 from towline.results import ClientToolSpec, Counters, PartialRun, RunInput, RunResult
+from towline.review.delivery import ACCEPT_WAIT, deliver
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import MEMO_KEY, to_proto
 from towline.runtime.plugin import TowlinePlugin
@@ -51,7 +54,7 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): the client stays lig
     from towline.timetravel.travel import fork
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
-           "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
+           "send", "ended_run", "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
            "OWN_QUEUE_PREFIX", "own_task_queue", "is_own_queue"]
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -101,6 +104,7 @@ def with_towline(
     accept_versions: Sequence[str] = (),
     payload_store: PayloadStore | str | None = None,
     model_queues: ModelRoutes | None = None,
+    deps: Any = None,
 ) -> Client:
     """A client sharing `client`'s connection, with towline's plugin (and converter) for `agents`.
 
@@ -108,7 +112,8 @@ def with_towline(
     register every activity twice and the worker would refuse to start. Its
     encryption and payload store are kept unless others are given; `plugins` are added
     before it. `deployment`, `accept_versions` and `model_queues` are `TowlinePlugin`'s, for
-    workers built from it (model queues are kept too unless others are given).
+    workers built from it (model queues are kept too unless others are given). `deps`: the
+    worker-side dependencies its workers hand to tools and activities (kept too unless given).
     """
     config = client.config()
     existing = list(config.get("plugins", []))
@@ -117,12 +122,13 @@ def with_towline(
             encryption = encryption if encryption is not None else p.encryption
             payload_store = payload_store if payload_store is not None else p.payload_store
             model_queues = model_queues if model_queues is not None else p.model_queues
+            deps = deps if deps is not None else p.deps
     others = [p for p in existing if not isinstance(p, TowlinePlugin)]
     config["plugins"] = [*others, *plugins,
                          TowlinePlugin(agents, dict(models or {}), allowed_models=allowed_models,
                                        encryption=encryption, deployment=deployment,
                                        accept_versions=accept_versions, payload_store=payload_store,
-                                       model_queues=model_queues)]
+                                       model_queues=model_queues, deps=deps)]
     return Client(**config)
 
 
@@ -144,6 +150,7 @@ async def start_run(
     tenant: str | None = None,
     client_tools: Sequence[ClientToolSpec] | None = None,
     on_busy: Literal["queue", "interrupt", "reject"] = "queue",
+    session_timeout: timedelta | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start an `AgentRun`; returns its handle.
 
@@ -156,14 +163,18 @@ async def start_run(
     for the run and everything it schedules (`towline.fleet.routing`). `client_tools` are
     tools the client runs, offered beside the agent's (their results: `towline.review`).
     `on_busy`: what a session's `send` does while a turn runs (`RunInput.on_busy`).
+    `session_timeout`: how long a session waits for its next message, or a client tool's
+    result (None: `RunInput`'s default, an hour).
     """
     name = agent.name if isinstance(agent, Agent) else agent
+    timeout: dict[str, Any] = {} if session_timeout is None else {"session_timeout": session_timeout}
     inp = RunInput(agent=name, prompt=prompt if prompt is None or isinstance(prompt, str)
                    else list(prompt), message_history=message_history, limits=limits,
                    context=context, session=session, model=model, stream=stream,
                    priority=priority, tenant=tenant,
-                   client_tools=list(client_tools) if client_tools else None, on_busy=on_busy)
-    workflow_id = id or f"{name}-{_suffix()}"
+                   client_tools=list(client_tools) if client_tools else None, on_busy=on_busy,
+                   **timeout)
+    workflow_id = id or f"{_id_prefix(name)}-{_suffix()}"
 
     version = agent_version(agent) if isinstance(agent, Agent) else None
     # The visible counters a new run starts with (the run writes its memo only where they
@@ -206,6 +217,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _id_prefix(name: str) -> str:
+    """The start of a new run's workflow id for an agent named `name`: the name with each run of
+    characters other than letters, digits, `.`, `_` and `-` made one `-` ("Triage Agent" ->
+    `Triage-Agent`), so that an id never holds a space a shell or a URL would have to quote."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
+
+
 def _suffix() -> str:
     import uuid
 
@@ -224,6 +244,54 @@ def run_error(err: WorkflowFailureError) -> RunError:
                 partial = None
         return RunError(cause.type or "ApplicationError", cause.message, partial)
     return RunError(type(cause).__name__, str(cause), None)
+
+
+async def ended_run(handle: WorkflowHandle[Any, Any]) -> RunEnded | None:
+    """`RunEnded` for the run of `handle` when it has ended (read with describe, and for a run
+    that did not complete, its result: the failure's reason, message and partial run); None
+    while it runs."""
+    desc = await handle.describe()
+    if desc.status in (None, WorkflowExecutionStatus.RUNNING):
+        return None
+    status = desc.status.name
+    if desc.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+        return RunEnded(status, status, f"run {handle.id!r} has ended ({status}): it takes no "
+                        "more messages; start a new run with its messages as history")
+    try:
+        await handle.result(follow_runs=False)
+    except WorkflowFailureError as e:
+        err = run_error(e)
+        return RunEnded(status, err.reason, err.message, err.partial)
+    except RPCError:  # its result is gone (retention): the status says enough
+        pass
+    return RunEnded(status, status, f"run {handle.id!r} has ended ({status})")
+
+
+async def send(handle: WorkflowHandle[Any, Any], content: str | Sequence[UserContent], *,
+               wait: float | None = ACCEPT_WAIT) -> Any:
+    """Send the next user message to a run (a session's `send` update) and return its answer.
+
+    `RunEnded` when the run had ended, or ended before it answered (a guardrail tripped on the
+    message, say): its status, reason (`GuardrailTripped`, naming the guardrail in the message)
+    and partial run. `DecisionPending` / `DecisionNotDelivered` when no worker takes the message
+    within `wait` seconds (`towline.review.delivery`); `WorkflowUpdateFailedError` when the run
+    refuses it (an empty message, a busy run with `on_busy="reject"`, one too large).
+    """
+    from towline.workflows.handlers import SendInput
+
+    message = SendInput(content=content if isinstance(content, str) else list(content))
+    try:
+        update = await deliver(handle, "send", message, wait)
+        return await update.result()
+    except WorkflowUpdateFailedError:
+        ended = await ended_run(handle)  # the run's own failure says why, not Temporal's words
+        if ended is None:
+            raise  # refused by a run that goes on
+        raise ended from None
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND or (ended := await ended_run(handle)) is None:
+            raise
+        raise ended from None
 
 
 async def run(

@@ -60,6 +60,10 @@ class PendingApproval(BaseModel):
     """What may be decided: approve, reject, edit, respond."""
     expires_at: str | None = None
     """When the wait times out (absent: it does not)."""
+    metadata: dict[str, Any] | None = None
+    """What the call's rule attached for the reviewer (`Ask(metadata=...)`, or hook code's
+    `request_approval(metadata=...)`), or a client tool's `metadata` (what its client needs to
+    run the call); absent when none did (engine 5)."""
 
 
 class StateQueryResult(BaseModel):

@@ -8,6 +8,13 @@
     ├── ToolResponded             raised by `before_tool_execute`: the call's return is given
     │                             (a reviewer's `respond`); the tool does not run
     ├── RunError                  client side: a run failed (.reason, .partial)
+    │   └── RunEnded              a message (`towline.client.send`) reached a run that had
+    │                             ended, or the run ended before answering it (.status)
+    ├── DecisionNotApplied        client side: no worker took an update (a decision, a
+    │   │                         message, a policy change) within the wait
+    │   ├── DecisionPending       the server holds it: a worker that starts applies it (or
+    │   │                         refuses it), unless the server restarts first
+    │   └── DecisionNotDelivered  the server does not hold it: nothing will apply it
     ├── AgentVersionMismatch      a worker replaying a run started with another version of
     │                             its agent: fails the workflow *task* (the one deliberate
     │                             task failure), so the run waits for a worker that has it
@@ -25,7 +32,8 @@
         ├── DuplicateToolCallId
         ├── UncertainToolEffect
         ├── ModelRequestFailed
-        │   └── ContextLengthExceeded   the request did not fit the model's context window
+        │   ├── ContextLengthExceeded   the request did not fit the model's context window
+        │   └── BackgroundTimeout       a background model call did not finish in time
         ├── PayloadTooLarge
         ├── MCPServerUnavailable
         ├── ContentBlocked
@@ -35,6 +43,7 @@
         ├── Cancelled             the `cancel` signal, or Temporal's own cancel (UI, CLI, client)
         ├── UnknownAgent
         ├── InvalidRunInput
+        ├── InstructionsFailed    the agent's instructions function failed, or gave no text
         └── InternalError
 
 `RunFailure` subclasses are registered as workflow failure exception types, so
@@ -75,6 +84,10 @@ __all__ = [
     "ToolDenied",
     "ToolResponded",
     "RunError",
+    "RunEnded",
+    "DecisionNotApplied",
+    "DecisionPending",
+    "DecisionNotDelivered",
     "AgentVersionMismatch",
     "RunFailure",
     "MaxStepsExceeded",
@@ -87,7 +100,7 @@ __all__ = [
     "DuplicateToolCallId",
     "UncertainToolEffect",
     "ModelRequestFailed",
-    "ContextLengthExceeded",
+    "ContextLengthExceeded", "BackgroundTimeout",
     "PayloadTooLarge",
     "MCPServerUnavailable",
     "ContentBlocked",
@@ -158,6 +171,62 @@ class RunError(TowlineError):
         self.reason = reason
         self.message = message
         self.partial = partial
+
+
+class RunEnded(RunError):
+    """Client side: a message sent to a run (`towline.client.send`) that had ended, or that
+    ended before it answered the message. `status` is how it ended (Temporal's
+    `WorkflowExecutionStatus` name: `FAILED`, `COMPLETED`, `CANCELED`, `TERMINATED`,
+    `TIMED_OUT`, ...); `reason` is the failure's reason (`GuardrailTripped`, `Cancelled`, ...)
+    for a run that failed, else the status; `message` says what ended it (a `GuardrailTripped`
+    names its guardrail), `partial` is the failed run's partial run when it was read."""
+
+    def __init__(self, status: str, reason: str, message: str,
+                 partial: PartialRun | None = None) -> None:
+        super().__init__(reason, message, partial)
+        self.status = status
+
+
+class DecisionNotApplied(TowlineError):
+    """Client side: no worker took update `update` (a decision, a session's message, a policy
+    change) of run `workflow_id` within `wait` seconds, so it has not been applied, and it is
+    not known whether the run would refuse it. Which of the two it is says whether it still
+    may be (`towline.review.delivery`); raised as itself when the server could not be asked
+    (then it may still be applied)."""
+
+    def __init__(self, message: str, update: str, workflow_id: str, wait: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.update = update
+        self.workflow_id = workflow_id
+        self.wait = wait
+
+
+class DecisionPending(DecisionNotApplied):
+    """The Temporal server holds the update, but no worker took it within the wait: a worker
+    that starts will apply it (or refuse it, if the run's checks fail then). Until a worker
+    takes it, it is in the server's memory only (not in the run's history): a restart of the
+    Temporal server loses it. `update_id` follows it:
+    `await handle.get_update_handle(e.update_id).result()` waits for its outcome."""
+
+    def __init__(self, update: str, workflow_id: str, wait: float, update_id: str) -> None:
+        super().__init__(
+            f"{update} pending: the Temporal server holds it, but no worker took it within "
+            f"{wait:g}s. A worker that starts will apply it (or refuse it, if the run's checks "
+            "fail then); until then it is in the server's memory only, and a restart of the "
+            "Temporal server loses it", update, workflow_id, wait)
+        self.update_id = update_id
+
+
+class DecisionNotDelivered(DecisionNotApplied):
+    """No worker took the update within the wait and the Temporal server does not hold it (it
+    never arrived): nothing will apply it."""
+
+    def __init__(self, update: str, workflow_id: str, wait: float, why: str | None = None) -> None:
+        super().__init__(
+            f"{update} not delivered: " + (why or f"no worker took it within {wait:g}s and the "
+                                           "Temporal server does not hold it")
+            + "; nothing will apply it", update, workflow_id, wait)
 
 
 class AgentVersionMismatch(TowlineError, RuntimeError):
@@ -259,6 +328,11 @@ class ContextLengthExceeded(ModelRequestFailed):
     """
 
 
+class BackgroundTimeout(ModelRequestFailed):
+    """A background model call outlasted `Agent.model_background_timeout` (or
+    `MAX_BACKGROUND_POLLS` polls): cancelled; `extra` holds `response_id` and `polls`."""
+
+
 class PayloadTooLarge(RunFailure):
     """A payload would exceed Temporal's size limit."""
 
@@ -311,6 +385,10 @@ class InvalidRunInput(RunFailure):
     """The workflow's input is not a valid `RunInput` (e.g. JSON typed into the UI)."""
 
 
+class InstructionsFailed(RunFailure):
+    """The agent's instructions function (`Agent(instructions=function)`) failed."""
+
+
 class InternalError(RunFailure):
     """A bug in towline itself; reported rather than leaving the run stuck."""
 
@@ -326,7 +404,7 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     DuplicateToolCallId,
     UncertainToolEffect,
     ModelRequestFailed,
-    ContextLengthExceeded,
+    ContextLengthExceeded, BackgroundTimeout,
     PayloadTooLarge,
     MCPServerUnavailable,
     ContentBlocked,
@@ -335,5 +413,6 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     Cancelled,
     UnknownAgent,
     InvalidRunInput,
+    InstructionsFailed,
     InternalError,
 )

@@ -127,7 +127,8 @@ class RunEvent(BaseModel):
     `output`, `tool_call`, `tool_result`), `action` (`tripped`, `denied`, `withheld`,
     `replaced`, `redacted`), `said`, `call_id`), `handoff` (the run continues as another
     agent: `from_agent`, `to_agent`, `call_id`, `path`, the agents from the first to the
-    active one), `client_tool` (a client tool's call waits for its result), `interrupted`
+    active one), `client_tool` (a client tool's call waits for its result: the same fields
+    as `approval`, and its tool's `metadata` when it has some), `interrupted`
     (a session's `send` cancelled the model request in flight), `retry` (a model request's
     attempt failed and the next one started: `activity_id`, `what`, `attempt` (the failed
     one), `failure`, `failure_type`, `worker_lost`), `user` (a message sent to the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,6 +18,10 @@ INT64_MAX = 2**63 - 1
 """The largest value of a 64-bit ledger field (requests, tokens, cost in micro-dollars)."""
 COST_MAX = INT64_MAX // 1_000_000
 """The largest cost in US dollars the ledger's micro-dollar field holds."""
+
+BACKGROUND_TIMEOUT = timedelta(hours=6)
+"""How long a background call may go unfinished by default (`Agent.model_background_timeout`):
+deep-research responses take minutes, an hour at most; one still running after hours is stuck."""
 
 OutputMode = Literal["tool", "native", "prompted"]
 """How an agent asks for structured output (`Agent.output_mode`)."""
@@ -89,9 +94,12 @@ class Limits(BaseModel):
     tool_calls_limit: int | None = Field(default=None, ge=0, le=INT32_MAX)
     """Tool executions a run may start; checked per response before any runs."""
     request_limit: int | None = Field(default=None, ge=0, le=INT64_MAX)
-    """Model activity calls (including retries by wrappers) a run may make."""
+    """Model activity calls (including retries by wrappers) a run may make; engine 5 on, its
+    guard models' requests count too (not in the ledger's `requests`, which are the run's
+    own), each checked before it is sent."""
     total_tokens_limit: int | None = Field(default=None, ge=0, le=INT64_MAX)
     """Input plus output tokens (hooks' `llm_usage` included), checked after each response."""
     cost_limit: float | None = Field(default=None, ge=0, le=COST_MAX, allow_inf_nan=False)
     """US dollars the run may spend (hooks' `llm_usage` included), checked like
-    `total_tokens_limit`. Only requests whose price is known count towards it."""
+    `total_tokens_limit` (engine 5: and before each guard model request). Only requests whose
+    price is known count towards it."""

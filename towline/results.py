@@ -144,6 +144,11 @@ class ResumeState(BaseModel):
     """The key of the messages last sent to a model, so the next request names them."""
     handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
     """The run's handoffs so far: the next execution goes on as the last one's `to_agent`."""
+    instructions: dict[str, str] = Field(default_factory=dict[str, str])
+    """Engine 5: by agent name, the text its instructions function gave (asked once a run)."""
+    guard_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Engine 5: the guard model requests the run made so far (`request_limit` counts them
+    beside the ledger's `requests`, which are the run's own)."""
 
 
 class ClientToolSpec(BaseModel):
@@ -159,6 +164,17 @@ class ClientToolSpec(BaseModel):
     """The JSON schema of the arguments."""
     result_schema: dict[str, Any] | None = None
     """What a result must match (None: any JSON)."""
+    timeout: timedelta | None = Field(default=None, gt=timedelta(0))
+    """Engine 5: how long a call waits for its result (None: indefinitely, or in a session
+    at most its `session_timeout`); then the call is `unknown` (the run fails
+    `UncertainToolEffect`), or `denied` when `idempotent` (the model is told)."""
+    idempotent: bool = False
+    """Engine 5: the tool may be run again safely, so a call that timed out is `denied` (the
+    model may ask again) rather than of uncertain effect."""
+    metadata: dict[str, Any] | None = None
+    """Engine 5: what the client needs besides the arguments to run a call (a form's title,
+    a widget id...): on each pending call (the `state` query, `towline pending`) and its
+    `client_tool` event."""
 
 
 class RunInput(BaseModel):
@@ -176,7 +192,9 @@ class RunInput(BaseModel):
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
     context: dict[str, Any] | None = None
-    """Initial values for contributed state keys (and free-form context for tools)."""
+    """The run's context: fields of the agent's `context_type` (handed to its tools, hooks
+    and instructions function, typed) and initial values of contributed state keys. Engine 5:
+    any other key, or an ill-typed value, ends the run with `InvalidRunInput` naming it."""
     client_tools: list[ClientToolSpec] | None = None
     """Engine 4: tools the client runs, offered to the model beside the agent's (an AG-UI
     client's `tools`): their calls wait for results from outside (`tool_result`)."""
@@ -253,3 +271,7 @@ class RunResult(BaseModel):
     handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
     """The run's handoffs, in order (`towline.capabilities.Handoff`): the last one's
     `to_agent` gave the output; none when the agent it started as did."""
+    session_end: Literal["request", "idle"] | None = None
+    """How a session ended (engine 5): `request` (the `end` signal, `towline end`), `idle` (no
+    message came within `session_timeout`); None for a run that is not a session, or one
+    started by an earlier towline."""

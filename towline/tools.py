@@ -126,6 +126,13 @@ class ToolContext(BaseModel):
     """
     state: dict[str, Any] = Field(default_factory=dict)
     """A copy of the run's contributed state at the time of the call."""
+    context: Any = None
+    """The run's context (`RunInput.context`, engine 5): an instance of the agent's
+    `context_type`, validated when the run started; None when the agent declares none.
+    Read-only: a copy, and the same in every call of the run (docs/agents-and-tools.md)."""
+    deps: Any = Field(default=None, exclude=True, repr=False)
+    """In a tool function: the worker's own dependencies (`TowlinePlugin(deps=...)`: a
+    database pool, an HTTP client), never serialised; None in workflow code (hooks)."""
 
 
 def _no_ctx_params(fn: ToolFunc) -> tuple[list[inspect.Parameter], bool]:
@@ -194,7 +201,8 @@ class Tool:
     for its result from outside (the `tool_result` update, `towline respond`), and checks it
     against the function's return type; the function (a stub) never runs."""
     client_timeout: timedelta | None = None
-    """A client tool: how long to wait for its result (None: indefinitely). Then the call is
+    """A client tool: how long to wait for its result (None: indefinitely; engine 5, in a
+    session, at most its `session_timeout`, whichever is shorter). Then the call is
     `unknown` (the client may have acted: the run fails `UncertainToolEffect`), or `denied`
     when the tool is `idempotent` (nothing is uncertain about an action that may be repeated:
     the model is told and may call it again)."""

@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributeKey
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import (
     Cancelled,
+    GuardrailTripped,
     InternalError,
     InvalidRunInput,
     MaxStepsExceeded,
@@ -43,16 +44,19 @@ from towline.timetravel.lineage import run_lineage
 from . import handoffs
 from .agent_versions import recorded_version
 from .approvals import forget_turn, restore_approvals
-from .client_tools import client_tools
+from .client_tools import client_tools, run_client_tools
 from .continuation import carried_input, check_fits, release, should_continue
 from .events import RunStream, emit, emit_response, prior_stream_state
 from .facts import worker_facts
 from .finish import UNUSABLE, unusable_answer
 from .handlers import RunHandlers, SendInput
 from .hook_api import ApprovalDecision
+from .instructions import resolve_instructions
 from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
+from .refusals import refused_turn
 from .run import PAYLOAD_LIMIT, Run, start_counters
+from .run_context import split_context
 from .run_input import agent_named_in, decode_run_input
 from .steering import Interrupted
 from .tool_exec import run_tool_calls
@@ -70,10 +74,10 @@ from .versions import (
 __all__ = ["AgentRun", "ApprovalDecision", "SendInput"]
 
 
-def _result(run: Run, output: Any) -> RunResult:
+def _result(run: Run, output: Any, session_end: Any = None) -> RunResult:
     return RunResult(
         output=output, messages=run.messages, usage=run.usage, counters=run.counters,
-        state=run.state, run_id=run.run_id, handoffs=run.handoffs,
+        state=run.state, run_id=run.run_id, handoffs=run.handoffs, session_end=session_end,
     )
 
 
@@ -92,6 +96,7 @@ class AgentRun(RunHandlers):
         self._inbox: list[str | list[UserContent]] = []
         self._cancelled = False
         self._ending = False
+        self.session_end = None
         self._decisions: dict[str, ApprovalDecision] = {}
         self._approved: set[str] = set()
         self._resolutions = {}
@@ -107,7 +112,9 @@ class AgentRun(RunHandlers):
         self.dispatch = Dispatch()
         """Fleet: the run's model routes and priority (`towline.fleet.routing.current_dispatch`)."""
         self._ended = False
+        self._closed = None
         self._released = False
+        self._context: Any = None  # engine 5: the run's typed context (`split_context`)
 
     @workflow.run
     async def run(self, *args: Any) -> RunResult:
@@ -184,8 +191,13 @@ class AgentRun(RunHandlers):
         self._ended = True  # from here on `send` is refused: no answer would ever come
         emit("result", output=output, counters=run.counters.model_dump(mode="json"))  # streaming
         await self.stream.close()  # streaming: subscribers' polls return before the run ends
+        if at_least(5):  # a message it will not answer (queued as the session went idle) fails
+            ended = f" (its session ended: {self.session_end})" if self.session_end else ""
+            await self._close_sends("RunEnded", "the run completed before it answered this "
+                                    f"message{ended}; start a new run with its messages as history")
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return _result(run, output)
+        # engine 5: the result says how a session ended (by request, or idle)
+        return _result(run, output, self.session_end if at_least(5) else None)
 
     def ledger_header(self) -> Payload | None:
         """Engine 4: the `towline.counters` header of an activity scheduled now, the counters
@@ -194,9 +206,12 @@ class AgentRun(RunHandlers):
         return run.header() if run is not None and run.ledger_headers else None
 
     async def _end_stream(self, failure: RunFailure) -> RunFailure:
-        """Streaming: publish the failure and release subscribers before the run fails."""
+        """Streaming: publish the failure and release subscribers before the run fails; engine
+        5: fail the `send`s still waiting with it (`_close_sends`)."""
         emit("failed", reason=type(failure).__name__, message=failure.message)
         await self.stream.close()
+        if at_least(5):  # a `send` waiting for an answer fails with the run's reason
+            await self._close_sends(type(failure).__name__, failure.message)
         return failure
 
     def _resolve(self, args: Sequence[Any]) -> tuple[RunInput, Agent]:
@@ -210,7 +225,12 @@ class AgentRun(RunHandlers):
                 f"(towline worker --agent MODULE:ATTR --task-queue {queue}), or start the run on "
                 "a queue whose workers serve it (--task-queue; `towline run` without --task-queue "
                 "and --no-worker runs it on a queue of its own)")
-        self._client_tools = client_tools(inp.client_tools, agent.inventory) if at_least(4) else []
+        if at_least(5):  # checked against every agent the run may become (`client_tools`)
+            self._client_tools = run_client_tools(inp.client_tools, agent, self._worker())
+        else:
+            self._client_tools = client_tools(inp.client_tools, agent.inventory) if at_least(4) else []
+        if at_least(5):  # engine 5: an unknown or ill-typed context key ends the run, named
+            self._context = split_context(agent, inp.context)[0]
         if inp.model is not None and not self._worker().model_allowed(inp.model, agent):
             raise InvalidRunInput(
                 f"model {inp.model!r} is not allowed on {self._worker().described(queue)}: "
@@ -262,6 +282,8 @@ class AgentRun(RunHandlers):
                       mcp_listings=dict(r.mcp_listings))
             restore_mcp_tools(run)
             restore_approvals(run, r.approvals)
+            if at_least(5):  # the client's tools stay the run's as it goes on as the target
+                run.client_tools = {t.name: t for t in self._client_tools}
             handoffs.resume(run, self._worker(), r.handoffs)  # as the agent last handed to
         else:
             state = agent.state_defaults()
@@ -276,6 +298,13 @@ class AgentRun(RunHandlers):
             if inp.prompt is not None:
                 run.append(ModelRequest(parts=[UserPart(content=inp.prompt)]))
         run.tools.update({t.name: t for t in self._client_tools})  # engine 4: the client's
+        run.context = self._context
+        if inp.resume is not None and at_least(5):
+            run.instructions = dict(inp.resume.instructions)
+            run.guard_requests = inp.resume.guard_requests
+        if at_least(5):
+            run.client_tools = {t.name: t for t in self._client_tools}
+            run.client_wait = inp.session_timeout if inp.session else None
         if inp.allowed_tools is not None:
             run.allowed_tools = frozenset(inp.allowed_tools)
         if inp.model is not None and not run.handoffs:  # the first agent's, not its targets'
@@ -312,7 +341,7 @@ class AgentRun(RunHandlers):
                 raise MaxStepsExceeded(
                     f"max_steps {limits.max_steps} reached after {run.counters.run_step} requests"
                 )
-            if limits.request_limit is not None and run.counters.requests >= limits.request_limit:
+            if limits.request_limit is not None and run.requests_paid() >= limits.request_limit:
                 raise UsageLimitExceeded(f"request_limit {limits.request_limit} reached")
             run.check_spend()  # e.g. tools' usage
             if self._should_continue_as_new(run, inp):
@@ -321,15 +350,22 @@ class AgentRun(RunHandlers):
             emit("step", step=step, model=run.model)  # streaming
             with telemetry.turn_span(run.agent.name, step):
                 await refresh_mcp_tools(run)
+                if at_least(5):  # engine 5: an instructions function, once per run and agent
+                    await resolve_instructions(run)
                 try:
                     outcome = await run_turn(run, step)
                 except Interrupted:  # the request counts; the new message joins the next one
                     run.bump(requests=run.counters.requests + 1)
                     emit("interrupted", step=step)
                     continue
-                emit_response(step, outcome.response)  # streaming
-                run.check_spend()
-                output = await self._route(run, outcome)
+                except GuardrailTripped as trip:  # engine 5: in a session, maybe the turn's end
+                    output = refused_turn(run, trip, step) if inp.session and at_least(5) else None
+                    if output is None:
+                        raise
+                else:
+                    emit_response(step, outcome.response)  # streaming
+                    run.check_spend()
+                    output = await self._route(run, outcome)
             if output is CONTINUE:
                 continue
             turn_start = True

@@ -4,7 +4,8 @@ Updates: `approve`, `reject`, `edit`, `respond`, `decide` (several at once), `se
 `tool_result` (`decisions` has their arguments). Each validator refuses, changing nothing, a
 decision for a call that is not pending, already decided, or whose digest differs, a kind of
 decision the call's rule does not allow, edited arguments its tool's schema refuses and a
-response its output type refuses; a `decide` batch is applied whole or not at all. The
+response its output type refuses, and a reason or `by` longer than the audit trail records
+(`audit_bounds`); a `decide` batch is applied whole or not at all. The
 handlers only record a `Resolution` and an audit entry: the waiting call (`approvals.wait_for`)
 acts on it in its own coroutine.
 """
@@ -21,7 +22,16 @@ from towline.capabilities.approval_rules import RuleAnswer
 from towline.errors import ToolDenied, ToolResponded
 from towline.tools import ToolCall, ToolContext
 
-from .approvals import Resolution, audit, register, remembered_for, wait_for
+from .approvals import (
+    Resolution,
+    audit,
+    overdue,
+    register,
+    remember,
+    remembered_entry,
+    remembered_for,
+    wait_for,
+)
 from .decision_checks import as_decision, check_decisions, decoded
 from .decisions import (
     ApprovalDecision,
@@ -33,6 +43,7 @@ from .decisions import (
     ToolResultInput,
 )
 from .hook_api import HookApi
+from .hooks import check_jsonable
 from .run import Run
 from .versions import at_least
 
@@ -84,14 +95,14 @@ class ApprovalHandlers(HookApi):
         else:
             timeout = answer.timeout or policy.timeout
             pending = register(run, ctx, call, kind="approval", decisions=answer.decisions,  # pyright: ignore[reportArgumentType]
-                               timeout=timeout)
+                               timeout=timeout, metadata=answer.metadata)
             resolution = await wait_for(run, self._resolutions, pending, call, timeout,
                                         lambda: self._cancelled)
             if resolution.kind == "timeout":
                 audit(run, {**base, "decision": "timed_out", "source": "timeout",
                             "digest": pending.digest, "reason": resolution.reason})
                 raise ToolDenied(f"not approved: no decision within {timeout}")
-        return self._outcome(call, resolution)
+        return self._outcome(call, resolution, answer.rejection_message)
 
     def _from_remembered(self, run: Run, call: ToolCall, base: dict[str, Any],
                          remembered: dict[str, Any]) -> Resolution:
@@ -103,10 +114,13 @@ class ApprovalHandlers(HookApi):
                     "remembered_from": remembered.get("call_id"), "args": args,
                     "original_args": call.args if args is not None else None})
         return Resolution(kind, reason=remembered.get("reason"), args=args,
-                          result=remembered.get("result"))
+                          result=remembered.get("result"), message=remembered.get("message"))
 
     @staticmethod
-    def _outcome(call: ToolCall, resolution: Resolution) -> ToolCall:
+    def _outcome(call: ToolCall, resolution: Resolution, rejection: str | None = None) -> ToolCall:
+        """The call to run, or the denial the model is told. A rejection's text: the decision's
+        `message`, else the tool's configured one (`rejection`), else the reviewer's reason
+        (engine 5; before it, always the reason)."""
         if resolution.kind == "approve":
             return call
         if resolution.kind == "edit":
@@ -115,21 +129,26 @@ class ApprovalHandlers(HookApi):
             raise ToolResponded(resolution.result)
         if resolution.kind == "deny":  # the run's policy, changed while the call waited
             raise ToolDenied(resolution.reason or "denied by the run's approval policy")
-        raise ToolDenied(f"rejected by a reviewer: {resolution.reason or 'no reason given'}")
+        told = (resolution.message or rejection) if at_least(5) else None
+        raise ToolDenied(told or f"rejected by a reviewer: {resolution.reason or 'no reason given'}")
 
     async def request_approval(self, ctx: ToolContext, call: ToolCall,
-                               timeout: timedelta | None) -> ApprovalDecision | None:
+                               timeout: timedelta | None, *,
+                               metadata: Mapping[str, Any] | None = None) -> ApprovalDecision | None:
         """Wait durably for a person to approve or reject `call` (hook code's own gate); None
         means no decision within `timeout`. Engine 4: bound to the call's digest, in the
-        audit trail, and approve or reject only."""
+        audit trail, and approve or reject only. Engine 5: `metadata` (JSON) is shown with the
+        pending call, and a rejection's `message` is the decision's."""
         if not at_least(4):
             return await super().request_approval(ctx, call, timeout)
         run = self._require_run()
+        if metadata is not None:
+            metadata = dict(check_jsonable(dict(metadata), "request_approval got metadata"))
         call_id = call.tool_call_id
         self._decisions.pop(call_id, None)
         self._approved.discard(call_id)
         pending = register(run, ctx, call, kind="approval", decisions=("approve", "reject"),
-                           timeout=timeout)
+                           timeout=timeout, metadata=metadata)
         resolution = await wait_for(run, self._resolutions, pending, call, timeout,
                                     lambda: self._cancelled)
         if resolution.kind == "timeout":
@@ -139,27 +158,37 @@ class ApprovalHandlers(HookApi):
             return None
         approved = resolution.kind == "approve"
         decision = ApprovalDecision(call_id=call_id,
-                                    reason=resolution.reason or ("approved" if approved else "rejected"))
+                                    reason=resolution.reason or ("approved" if approved else "rejected"),
+                                    message=resolution.message)
         self._decisions[call_id] = decision
         if approved:
             self._approved.add(call_id)
         return decision
 
-    async def client_result(self, ctx: ToolContext, call: ToolCall, timeout: Any) -> Resolution:
-        """Wait durably for a client tool's result (`tool_result`, or `respond`)."""
+    async def client_result(self, ctx: ToolContext, call: ToolCall, timeout: Any, *,
+                            metadata: Mapping[str, Any] | None = None) -> Resolution:
+        """Wait durably for a client tool's result (`tool_result`, or `respond`); the call is
+        shown with its tool's `metadata` (engine 5)."""
         run = self._require_run()
-        pending = register(run, ctx, call, kind="client", timeout=timeout)
+        pending = register(run, ctx, call, kind="client", timeout=timeout, metadata=metadata)
         return await wait_for(run, self._resolutions, pending, call, timeout,
                               lambda: self._cancelled)
 
     # --- checking and applying decisions ---------------------------------------------------
 
-    def _check(self, decisions: list[Decision]) -> None:
-        """Refuse (ValueError, nothing changed) any decision the run cannot take."""
-        check_decisions(self._run, self._resolutions, decisions)
+    def _check(self, decisions: list[Decision], *, check_result: bool = True,
+               by: str | None = None) -> None:
+        """Refuse (ValueError, nothing changed) any decision the run cannot take (`check_result`
+        False: a client's error or retry answer, with no result to check)."""
+        if not at_least(5) and any(d.message is not None for d in decisions):
+            raise ValueError("this run was started by an earlier towline, which tells the model "
+                             "the reason of a rejection: give a reason, not a message")
+        check_decisions(self._run, self._resolutions, decisions, check_result=check_result, by=by)
 
-    def _apply(self, decisions: list[Decision], by: str | None) -> list[dict[str, Any]]:
-        """Record each decision's resolution, audit entry and (if asked) remembered rule."""
+    def _apply(self, decisions: list[Decision], by: str | None,
+               client_answer: str = "result") -> list[dict[str, Any]]:
+        """Record each decision's resolution, audit entry and (if asked) remembered rule; a
+        client tool's call is resolved `client_answer` (result, or engine 5's error or retry)."""
         run = self._require_run()
         info = workflow.current_update_info()
         update_id = info.id if info is not None else None
@@ -167,27 +196,22 @@ class ApprovalHandlers(HookApi):
         for d in decisions:
             entry = run.pending_approvals[d.call_id]
             client = entry["kind"] == "client"
-            kind = "result" if client else d.kind
+            kind = client_answer if client else d.kind
             args = dict(d.args) if d.kind == "edit" and d.args is not None else None
             self._resolutions[entry["digest"]] = Resolution(
-                kind, reason=d.reason, args=args, result=d.result)
+                kind, reason=d.reason, args=args, result=d.result, message=d.message)
             entries.append(audit(run, {
                 "call_id": d.call_id, "tool": entry["tool_name"], "step": entry["run_step"],
-                "decision": "result" if client else _DONE[d.kind], "source": "client" if client else "person",
+                "decision": kind if client else _DONE[d.kind], "source": "client" if client else "person",
                 "by": by, "update_id": update_id, "reason": d.reason, "digest": entry["digest"],
                 "args": args, "original_args": entry["args"] if args is not None else None,
                 "result": d.result if d.kind == "respond" else None, "remember": d.remember,
-                "pattern": d.pattern,
+                "pattern": d.pattern, "message": d.message,
             }))
             if d.remember is not None and not client:
-                changes = ({k: v for k, v in args.items() if entry["args"].get(k) != v}
-                           if args is not None else None)
-                run.hitl.remembered.append({k: v for k, v in {
-                    "tool": entry["tool_name"], "pattern": d.pattern, "kind": d.kind,
-                    "scope": d.remember, "reason": d.reason, "changes": changes,
-                    "result": d.result if d.kind == "respond" else None, "by": by,
-                    "call_id": d.call_id, "at": workflow.now().isoformat(),
-                }.items() if v is not None})
+                remember(run, remembered_entry(
+                    entry, d.kind, d.call_id, scope=d.remember, pattern=d.pattern,
+                    reason=d.reason, args=args, result=d.result, message=d.message, by=by))
         return entries
 
     # --- the updates -----------------------------------------------------------------------
@@ -236,18 +260,23 @@ class ApprovalHandlers(HookApi):
 
     @workflow.update
     async def tool_result(self, result: Any) -> str:
-        """The result of a pending client tool call (a `ToolResultInput`)."""
+        """The result of a pending client tool call (a `ToolResultInput`), or (engine 5) its
+        error or a retry request."""
         r = decoded(ToolResultInput, result, "tool_result", accepted=True)
         self._apply([Decision(kind="respond", call_id=r.call_id, digest=r.digest,
-                              result=r.result)], r.by)
+                              result=r.result, reason=r.error or r.retry)], r.by,
+                    client_answer=r.answer)
         return "accepted"
 
     @workflow.update
     async def set_policy(self, update: Any) -> dict[str, Any]:
         """Change the run's own approval rules (a `PolicyUpdate`); calls waiting now are
-        answered by them too. Returns the run's policy."""
+        answered by them too. Returns the run's policy. Engine 5: an update that leaves the
+        policy as it was is not recorded in the audit trail."""
         u = decoded(PolicyUpdate, update, "set_policy", accepted=True)
         run = self._require_run()
+        before: dict[str, Any] = {"rules": run.hitl.policy.get("rules") or {},
+                                  "default": run.hitl.policy.get("default")}
         rules: dict[str, Any] = dict(run.hitl.policy.get("rules") or {})
         for name, rule in u.rules.items():
             if rule is None:
@@ -256,11 +285,13 @@ class ApprovalHandlers(HookApi):
                 rules[name] = rule if isinstance(rule, str) else rule.model_dump()
         run.hitl.policy = {"rules": rules, "default": u.default or run.hitl.policy.get("default")}
         info = workflow.current_update_info()
-        audit(run, {"decision": "policy", "source": "person", "by": u.by,
-                    "reason": u.reason, "update_id": info.id if info else None,
-                    "rules": {k: (v if isinstance(v, str) or v is None else v.model_dump())
-                              for k, v in u.rules.items()},
-                    "default": u.default})
+        # engine 5: an update that changes nothing is not recorded (repeated, it flushed the trail)
+        if not (at_least(5) and run.hitl.policy == before):
+            audit(run, {"decision": "policy", "source": "person", "by": u.by,
+                        "reason": u.reason, "update_id": info.id if info else None,
+                        "rules": {k: (v if isinstance(v, str) or v is None else v.model_dump())
+                                  for k, v in u.rules.items()},
+                        "default": u.default})
         self._settle_by_policy(run)
         return run.hitl.policy
 
@@ -271,6 +302,8 @@ class ApprovalHandlers(HookApi):
             return
         for call_id, entry in list(run.pending_approvals.items()):
             if entry["kind"] != "approval" or entry["digest"] in self._resolutions:
+                continue
+            if at_least(5) and overdue(entry):  # timed out already: its timeout answers it
                 continue
             answer = policy.answer(entry["tool_name"], entry["args"], run.hitl.policy)
             if answer.verdict == "ask" or answer.source != "policy":
@@ -288,32 +321,32 @@ class ApprovalHandlers(HookApi):
         d = decoded(ApprovalDecision, decision, "approve")
         if not at_least(4):
             return self._validate_decision(d)
-        self._check([as_decision(d, "approve")])
+        self._check([as_decision(d, "approve")], by=d.by)
 
     @reject.validator
     def _validate_reject(self, decision: Any) -> None:
         d = decoded(ApprovalDecision, decision, "reject")
         if not at_least(4):
             return self._validate_decision(d)
-        self._check([as_decision(d, "reject")])
+        self._check([as_decision(d, "reject")], by=d.by)
 
     @edit.validator
     def _validate_edit(self, decision: Any) -> None:
         d = decoded(EditDecision, decision, "edit")
         self._require_engine("edit")
-        self._check([as_decision(d, "edit", args=d.args)])
+        self._check([as_decision(d, "edit", args=d.args)], by=d.by)
 
     @respond.validator
     def _validate_respond(self, decision: Any) -> None:
         d = decoded(RespondDecision, decision, "respond")
         self._require_engine("respond")
-        self._check([as_decision(d, "respond", result=d.result)])
+        self._check([as_decision(d, "respond", result=d.result)], by=d.by)
 
     @decide.validator
     def _validate_decide(self, batch: Any) -> None:
         b = decoded(Decisions, batch, "decide")
         self._require_engine("decide")
-        self._check(b.decisions)
+        self._check(b.decisions, by=b.by)
 
     @tool_result.validator
     def _validate_tool_result(self, result: Any) -> None:
@@ -324,7 +357,11 @@ class ApprovalHandlers(HookApi):
         if entry is not None and entry.get("kind") != "client":
             raise ValueError(f"tool call {r.call_id!r} waits for a reviewer's decision, not "
                              "a client's result (respond to it with the respond update)")
-        self._check([Decision(kind="respond", call_id=r.call_id, digest=r.digest, result=r.result)])
+        if r.answer != "result" and not at_least(5):
+            raise ValueError(f"this run was started by an earlier towline, which takes no "
+                             f"{r.answer} from a client: give the call its result")
+        self._check([Decision(kind="respond", call_id=r.call_id, digest=r.digest, result=r.result)],
+                    check_result=r.answer == "result")
 
     @set_policy.validator
     def _validate_set_policy(self, update: Any) -> None:

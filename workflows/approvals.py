@@ -12,6 +12,10 @@ exactly the one execution it was made for.
 Every decision, a person's or a rule's, becomes an audit entry (`Run.audit`): recorded in
 memo `towline.decisions` with the run's next confirmed transition (so it is in the history
 and readable without a worker), in the `state` query, and as the live `decision` event.
+Engine 5: each entry is bounded and the trail keeps its newest entries within its byte budgets
+(`audit_bounds`), so that it can never grow past what Temporal takes in a memo; remembered
+decisions are kept within their own bounds (`remember`), and what an execution of an earlier
+engine carried is bounded when the next one starts (`restore_approvals`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -29,18 +33,17 @@ from towline.events import preview
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
+from .audit_bounds import AUDIT_KEEP, bounded, kept, remembered_kept
 from .decisions import DECISION_KINDS, DecisionKind, call_digest, matches
 from .events import emit
 from .run import Run
+from .versions import at_least
 from .waiting import DECISIONS_MEMO
 
 __all__ = ["Resolution", "Pending", "AUDIT_KEEP", "APPROVAL_TIMER", "DECISIONS_MEMO", "short_args",
-           "audit", "remembered_for", "forget_turn", "register", "wait_for", "carried",
-           "restore_approvals"]
+           "audit", "remembered_entry", "remember", "remembered_for", "forget_turn", "register", "wait_for", "carried",
+           "restore_approvals", "overdue"]
 
-AUDIT_KEEP = 200
-"""The newest audit entries a run keeps (state query, memo, continue-as-new); `audit_total`
-counts them all."""
 APPROVAL_TIMER = timedelta(days=365)
 """A wait without a timeout is a timer of this length that re-arms: the timer and its summary
 are what show the wait in the UI's timeline."""
@@ -63,6 +66,8 @@ class Resolution:
     """edit: the arguments the call runs with."""
     result: Any = None
     """respond / result: the call's return."""
+    message: str | None = None
+    """reject: what the model is told, given with the decision (engine 5)."""
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,52 @@ class Pending:
     digest: str
 
 
+def overdue(entry: Mapping[str, Any]) -> bool:
+    """Whether a pending call's deadline (`expires_at`) has passed at the workflow's time now.
+
+    Judged by the time of the workflow task that applies a decision, not by when it was
+    sent: a worker that was down or busy past the deadline finds the call's timeout and a
+    late decision in one task, and the late decision must not win (engine 5)."""
+    expires = entry.get("expires_at")
+    return expires is not None and workflow.now() >= datetime.fromisoformat(expires)
+
+
 def audit(run: Run, entry: dict[str, Any]) -> dict[str, Any]:
     """Record an audit entry (workflow time) and publish it as the `decision` event."""
     entry = {k: v for k, v in {**entry, "at": workflow.now().isoformat()}.items() if v is not None}
-    run.hitl.audit.append(entry)
+    if at_least(5):  # engine 5: bounded, and the trail kept within its budgets (`audit_bounds`)
+        entry = bounded(entry)
+        run.hitl.audit = kept([*run.hitl.audit, entry])
+    else:
+        run.hitl.audit.append(entry)
+        del run.hitl.audit[:-AUDIT_KEEP]
     run.hitl.total += 1
-    del run.hitl.audit[:-AUDIT_KEEP]
     emit("decision", **{k: preview(v) if k in ("result", "args", "original_args") else v
                         for k, v in entry.items() if k != "step"}, step=entry.get("step"))
     return entry
+
+
+def remembered_entry(pending: Mapping[str, Any], kind: str, call_id: str, *, scope: str,
+                     pattern: Any, reason: str | None, args: Mapping[str, Any] | None,
+                     result: Any, message: str | None, by: str | None) -> dict[str, Any]:
+    """What remembering a decision of the pending call `pending` records (the update's
+    validator measures the same entry: `audit_bounds.remember_refusal`)."""
+    changes = ({k: v for k, v in args.items() if pending["args"].get(k) != v}
+               if args is not None else None)
+    return {k: v for k, v in {
+        "tool": pending["tool_name"], "pattern": pattern, "kind": kind, "scope": scope,
+        "reason": reason, "changes": changes, "result": result if kind == "respond" else None,
+        "by": by, "message": message, "call_id": call_id, "at": workflow.now().isoformat(),
+    }.items() if v is not None}
+
+
+def remember(run: Run, entry: dict[str, Any]) -> None:
+    """Remember a decision for later calls; engine 5 keeps the newest within the bounds of
+    `audit_bounds` (they are carried across continue-as-new)."""
+    if at_least(5):
+        run.hitl.remembered = remembered_kept([*run.hitl.remembered, entry])
+    else:
+        run.hitl.remembered.append(entry)
 
 
 def remembered_for(run: Run, tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -107,6 +149,11 @@ def restore_approvals(run: Run, state: dict[str, Any] | None) -> None:
     run.hitl.audit, run.hitl.total = list(state.get("audit") or []), int(state.get("audit_total") or 0)
     run.hitl.seq = int(state.get("approval_seq") or 0)
     run.hitl.recorded = (run.hitl.total, None)  # the start request's memo holds the trail already
+    if at_least(5):  # engine 5: what an earlier engine's execution carried is bounded too
+        audit = kept([bounded(e) for e in run.hitl.audit])
+        run.hitl.remembered = remembered_kept(run.hitl.remembered)
+        if audit != run.hitl.audit:  # the memo the start request copied is not: write it again
+            run.hitl.audit, run.hitl.recorded = audit, (-1, None)
 
 
 def forget_turn(run: Run) -> None:
@@ -116,8 +163,10 @@ def forget_turn(run: Run) -> None:
 
 def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
              decisions: tuple[DecisionKind, ...] = DECISION_KINDS,
-             timeout: timedelta | None = None) -> Pending:
-    """Make `call` pending (an approval, or a client tool's result) and announce it."""
+             timeout: timedelta | None = None,
+             metadata: Mapping[str, Any] | None = None) -> Pending:
+    """Make `call` pending (an approval, or a client tool's result) and announce it, with the
+    `metadata` its rule attached for the reviewer (engine 5)."""
     digest = call_digest(workflow.info().run_id, call.tool_call_id, call.tool_name, call.args,
                          ctx.run_step)
     run.hitl.seq += 1
@@ -128,12 +177,16 @@ def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
     }
     if timeout is not None:
         entry["expires_at"] = (workflow.now() + timeout).isoformat()
+    shown = dict(metadata) if metadata is not None and at_least(5) else None
+    if shown is not None:
+        entry["metadata"] = shown
     run.pending_approvals[call.tool_call_id] = entry
     run.waiting_for = "approval" if kind == "approval" else "tool_result"
     run.confirm("waiting")
     emit("approval" if kind == "approval" else "client_tool", step=ctx.run_step,
          call_id=call.tool_call_id, tool=call.tool_name, args=call.args, digest=digest,
-         index=run.hitl.seq, decisions=entry["decisions"])
+         index=run.hitl.seq, decisions=entry["decisions"],
+         **({"metadata": shown} if shown is not None else {}))
     return Pending(call.tool_call_id, digest)
 
 
@@ -159,6 +212,9 @@ async def wait_for(run: Run, resolutions: dict[str, Resolution], pending: Pendin
             _settle(run, pending)
             raise runtime_failure(Cancelled("the run was cancelled"))
         resolution = resolutions.pop(pending.digest)
+        if timeout is not None and at_least(5) and workflow.now() - asked >= timeout:
+            # a decision taken past the deadline is too late, however it got here
+            resolution = Resolution("timeout", reason=f"no decision within {timeout}")
     outcome = {"approve": "approved", "reject": "rejected", "edit": "edited",
                "respond": "responded", "deny": "denied"}.get(resolution.kind, resolution.kind)
     telemetry.approval_waited(run.agent.name, call.tool_name, outcome, workflow.now() - asked)

@@ -60,7 +60,8 @@ def carried_input(
         messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
         pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=inbox,
         mcp_listings=run.mcp_listings, facts=facts, chain=chain,
-        approvals=carried_approvals(run), handoffs=run.handoffs,
+        approvals=carried_approvals(run), handoffs=run.handoffs, instructions=run.instructions,
+        guard_requests=run.guard_requests,
     )
     carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
     with_stream = carried.model_copy(update={"resume": resume.model_copy(update={"stream": stream})})

@@ -4,7 +4,7 @@ the call it was made for (pure data: no I/O, no clock).
 | update | argument | what it does |
 |---|---|---|
 | `approve` | `ApprovalDecision` | the call runs with the arguments the model gave |
-| `reject` | `ApprovalDecision` | the call is recorded `denied`; the model is told `reason` |
+| `reject` | `ApprovalDecision` | the call is recorded `denied`; the model is told `message`, the tool's rejection message, or `reason` |
 | `edit` | `EditDecision` | the call runs with `args` (re-validated against the tool's schema) |
 | `respond` | `RespondDecision` | `result` is the call's return; the tool does not run |
 | `decide` | `Decisions` | several of the above at once, all or none |
@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "DecisionKind", "Scope", "Verdict", "ApprovalDecision", "EditDecision", "RespondDecision",
@@ -51,7 +51,12 @@ class ApprovalDecision(BaseModel):
     call_id: str
     """The tool call waiting for a decision."""
     reason: str | None = None
-    """Told to the model on rejection; recorded either way."""
+    """Told to the model on rejection (as "rejected by a reviewer: REASON", unless a rejection
+    message is configured or given); recorded either way."""
+    message: str | None = None
+    """reject only: the exact text the model is told, over the tool's configured rejection
+    message (`Ask.rejection_message`, `ToolApproval.rejection_message`); `reason` stays the
+    audit trail's. Engine 5."""
     digest: str | None = None
     """The digest of the call the decision was made for (`state` shows it); refused if the
     pending call's differs. Without it the decision is for whichever call has that id now."""
@@ -93,6 +98,8 @@ class Decision(BaseModel):
     """As `ApprovalDecision.digest`."""
     reason: str | None = None
     """As `ApprovalDecision.reason`."""
+    message: str | None = None
+    """As `ApprovalDecision.message` (reject only)."""
     args: dict[str, Any] | None = None
     """edit: the new arguments."""
     result: Any = None
@@ -140,18 +147,41 @@ class PolicyUpdate(BaseModel):
 
 
 class ToolResultInput(BaseModel):
-    """The argument of the `tool_result` update: a client tool's result."""
+    """The argument of the `tool_result` update: a client tool's result, or (engine 5) the
+    error it ended with or a request that the model try again: exactly one of the three."""
 
     model_config = ConfigDict(extra="forbid")
 
     call_id: str
     """The pending client tool call."""
-    result: Any
+    result: Any = None
     """Its result (validated against the tool's output type when it declares one)."""
+    error: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
+    """Engine 5: the tool failed on the client: the call is `failed`, the model is told this
+    (it counts against the tool's `max_retries`, like a tool's `ToolError`)."""
+    retry: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
+    """Engine 5: the model should call the tool again, told this (a `retry` return, like a
+    tool's `ModelRetry`: it counts against the tool's `max_retries`)."""
     digest: str | None = None
     """As `ApprovalDecision.digest`."""
     by: str | None = None
     """Who answered (the audit trail)."""
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> ToolResultInput:
+        # `result: null` beside an error or a retry is no result (a full dump writes it)
+        other = [n for n in ("error", "retry") if getattr(self, n) is not None]
+        given = other + (["result"] if self.result is not None or (
+            not other and "result" in self.model_fields_set) else [])
+        if len(given) != 1:
+            raise ValueError("give exactly one of result, error or retry"
+                             + (f" (got {' and '.join(given)})" if given else ""))
+        return self
+
+    @property
+    def answer(self) -> Literal["result", "error", "retry"]:
+        """Which of the three it gives."""
+        return "error" if self.error is not None else "retry" if self.retry is not None else "result"
 
 
 def call_digest(execution: str, call_id: str, tool: str, args: Mapping[str, Any], step: int) -> str:

@@ -35,6 +35,11 @@ was; any other (a C profiler whose object the guard cannot call) makes the guard
 aside, unwatched. Tracers (`sys.settrace`: coverage.py, pdb) are another hook,
 untouched.
 
+Writing to module-level state makes no call either, so around each call of user code the
+guard compares a fingerprint of the namespaces the code runs in (`module_state`): a hook that
+changes a module's list, dict or counter (state every run on the worker shares) fails the run
+with `NondeterministicHook` naming the name, in runs of engine 5 and newer.
+
 Calls are all the guard sees: what makes none (iterating a set, subscripting a dict,
 calling a type such as `io.FileIO(path)`) it cannot refuse; the README's "Hook code is
 workflow code" lists those gaps. (An audit hook could see `io.FileIO` open a file, but
@@ -60,6 +65,7 @@ from towline.errors import NondeterministicHook, runtime_failure
 from towline.runtime.escapes import contain
 from towline.runtime.heap import paused_gc
 
+from .module_state import Fingerprint, fingerprint
 from .watchlist import (
     C_CALLS,
     ENVIRON,
@@ -301,18 +307,46 @@ class _Stepped:
 
 
 async def guarded(guard: Guard, fn: Callable[..., Any], *args: Any) -> Any:
-    """`await fn(*args)` (or its plain result, for a sync function) under `guard`."""
-    result = guarded_sync(guard, fn, *args)
-    if inspect.iscoroutine(result):
-        return await _Stepped(result, guard)
-    if inspect.isawaitable(result):  # a task it started: watched by `_watched_spawn`
-        result = await result
-        guard.check()
+    """`await fn(*args)` (or its plain result, for a sync function) under `guard`, failing the
+    run if it changed module-level state (`module_state`)."""
+    before = fingerprint(fn)
+    try:
+        result = _guarded(guard, fn, *args)
+        if inspect.iscoroutine(result):
+            result = await _Stepped(result, guard)
+        elif inspect.isawaitable(result):  # a task it started: watched by `_watched_spawn`
+            result = await result
+            guard.check()
+    except Exception as e:
+        _state_unchanged(guard, before, e)
+        raise
+    _state_unchanged(guard, before)
     return result
 
 
 def guarded_sync(guard: Guard, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` under `guard`, for code that must not be async (reducers, validators)."""
+    before = fingerprint(fn)
+    try:
+        result = _guarded(guard, fn, *args)
+    except Exception as e:
+        _state_unchanged(guard, before, e)
+        raise
+    _state_unchanged(guard, before)
+    return result
+
+
+def _state_unchanged(guard: Guard, before: Fingerprint | None,
+                     raised: Exception | None = None) -> None:
+    """Fail the run if the hook changed module-level state since `before` (engine 5), unless
+    the guard refused the call already (that refusal comes first)."""
+    if before is None or (raised is not None and guard.violation is not None):
+        return
+    before.check(guard.where, guard.capability, guard.hook, raised)
+
+
+def _guarded(guard: Guard, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` with the profiler watching (a coroutine it returns is not stepped yet)."""
     try:
         with guard.active():
             result = fn(*args)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from towline.events import preview
 from towline.messages import (
@@ -49,19 +50,26 @@ def _message(value: Any, *, accepted: bool = False) -> SendInput:
                            accepted=accepted)
 
 
-def _too_large(run: Run | None, message: SendInput) -> str | None:
+def _too_large(run: Run | None, message: SendInput,
+               queued: list[str | list[UserContent]]) -> str | None:
     """Why `message` cannot join the conversation: with it, the next model request would be
-    over the payload limit, and the session would fail `PayloadTooLarge` (refused instead)."""
+    over the payload limit, and the session would fail `PayloadTooLarge` (refused instead).
+
+    The messages `queued` before it (sent while the run was busy) join the conversation
+    first, so they count too: each may be small, and all of them together too large."""
     size = oversize(message, 0)
     if size > run_payload_limit():
         return f"the message is {size} bytes, over the {run_payload_limit()}-byte payload limit"
-    if run is None:
+    waiting = oversize(list(queued), 0) if queued else 0
+    total = size + waiting + (oversize(list(run.messages), 0) if run is not None else 0)
+    if total <= run_payload_limit():
         return None
-    total = size + oversize(list(run.messages), 0)
-    if total > run_payload_limit():
+    if not queued:
         return (f"the message ({size} bytes) would make the conversation {total} bytes, over "
                 f"the {run_payload_limit()}-byte payload limit of a model request")
-    return None
+    return (f"the message ({size} bytes) would make the conversation {total} bytes with the "
+            f"{len(queued)} message(s) queued before it ({waiting} bytes), over the "
+            f"{run_payload_limit()}-byte payload limit of a model request: it was not queued")
 
 
 class RunHandlers(ApprovalHandlers):
@@ -69,6 +77,14 @@ class RunHandlers(ApprovalHandlers):
 
     _ending: bool
     _ended: bool
+    _closed: tuple[str, str] | None
+    """Engine 5: why the run ended before answering a `send` still waiting (the run's failure:
+    its reason and message), which that `send` fails with, as an `ApplicationError` of that
+    type, rather than being left unfinished (Temporal would say only "the Workflow completed
+    before the Update completed")."""
+    session_end: str | None
+    """Why the session stopped waiting for its next message: `request` (the `end` signal) or
+    `idle` (its timeout); `RunResult.session_end` (engine 5)."""
     _released: bool
     _sends: int
     _inbox: list[str | list[UserContent]]
@@ -94,6 +110,7 @@ class RunHandlers(ApprovalHandlers):
                 timeout_summary="session: waiting for the next message" if engine4 else None,
             )
         except TimeoutError:
+            self.session_end = "idle"
             return False
         finally:
             run.waiting_for = None
@@ -102,6 +119,7 @@ class RunHandlers(ApprovalHandlers):
                 self._check_cancelled()
             return False
         if not self._inbox:  # `end`: the session is over, with its last answer as output
+            self.session_end = "request"
             return False
         run.confirm("running")
         return True
@@ -123,10 +141,25 @@ class RunHandlers(ApprovalHandlers):
         target = self._consumed + len(self._inbox)
         self._sends += 1
         try:
-            await workflow.wait_condition(lambda: any(n >= target for n, _ in self._answers))
+            await workflow.wait_condition(
+                lambda: any(n >= target for n, _ in self._answers) or self._closed is not None)
         finally:
             self._sends -= 1
-        return next(out for n, out in self._answers if n >= target)
+        answers = [out for n, out in self._answers if n >= target]
+        if not answers and self._closed is not None:  # the run ended first (engine 5)
+            reason, said = self._closed
+            raise ApplicationError(said, type=reason, non_retryable=True)
+        return answers[0]
+
+    async def _close_sends(self, reason: str, message: str) -> None:
+        """Engine 5: the run ends (`reason`, `message`) with `send`s still waiting for an
+        answer it will not give: each fails with them, and the run ends once they have (none
+        is left unfinished), refusing any later `send`."""
+        self._ended = True
+        if self._sends == 0:
+            return
+        self._closed = (reason, message)
+        await workflow.wait_condition(lambda: self._sends == 0)
 
     @send.validator
     def _validate_send(self, message: Any) -> None:
@@ -134,7 +167,7 @@ class RunHandlers(ApprovalHandlers):
             raise ValueError("empty message")
         if self._ended:
             raise ValueError("the run has ended; start a new run with its messages as history")
-        if (too_large := _too_large(self._run, _message(message))) is not None:
+        if (too_large := _too_large(self._run, _message(message), self._inbox)) is not None:
             raise ValueError(too_large)
         run = self._run
         if self._on_busy == "reject" and (run is None or run.status != "waiting"

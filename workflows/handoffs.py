@@ -6,7 +6,9 @@ the run's first agent), the conversation is filtered if the handoff says so, and
 becomes the target (`become`): its instructions, model, settings, tools (MCP servers'
 included) and capabilities from the next request on; the counters, limits, ancestor
 authority and the `stream` choice stay the run's. Continue-as-new carries the handoffs, and
-the next execution goes on as the last one's target (`resume`). Engine 4 only.
+the next execution goes on as the last one's target (`resume`). Engine 4 only. Engine 5: the
+client's tools (`RunInput.client_tools`) stay the run's across handoffs, and one may never
+take the place of a target's tool (`client_tools.check_names`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
 from towline.agent import Agent
+from towline.capabilities.base import is_activity
 from towline.errors import CapabilityViolation, ToolError, UnknownAgent, runtime_failure
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart
 from towline.results import HandoffRecord
@@ -24,6 +32,7 @@ from towline.runtime.registry import WorkerAgents
 from towline.tools import ToolContext
 
 from .agent_versions import recorded_version
+from .client_tools import check_names
 from .events import emit
 from .guard import Guard, guarded, is_user_code
 from .hooks import copy_messages, hook_failure, maybe_await
@@ -42,10 +51,12 @@ class PendingHandoff:
     input_filter: Callable[[list[Message]], Any] | None
     call_id: str
     step: int
+    on_handoff: Callable[..., Any] | None = None
+    """`Handoff.on_handoff`, called once the handoff is made (engine 5)."""
 
 
 def request(run: Run, target: str, input_filter: Callable[[list[Message]], Any] | None,
-            ctx: ToolContext) -> None:
+            ctx: ToolContext, *, on_handoff: Callable[..., Any] | None = None) -> None:
     """Ask for a handoff to `target` (from the handoff tool); one per response."""
     if not at_least(4):
         raise ToolError("handoffs need a run started by towline's engine 4 or newer")
@@ -53,7 +64,8 @@ def request(run: Run, target: str, input_filter: Callable[[list[Message]], Any] 
     if pending is not None:
         raise ToolError(f"this response already handed the run to {pending.target!r} (call "
                         f"{pending.call_id}): one handoff per response")
-    run.pending_handoff = PendingHandoff(target, input_filter, ctx.tool_call_id, ctx.run_step)
+    run.pending_handoff = PendingHandoff(target, input_filter, ctx.tool_call_id, ctx.run_step,
+                                         on_handoff)
 
 
 async def complete(run: Run, worker: WorkerAgents) -> None:
@@ -69,6 +81,8 @@ async def complete(run: Run, worker: WorkerAgents) -> None:
         run.messages = await _filtered(run.messages, pending.input_filter, where)
     record = HandoffRecord(step=pending.step, from_agent=run.agent.name, to_agent=target.name,
                            call_id=pending.call_id)
+    if pending.on_handoff is not None and at_least(5):  # engine 5: OpenAI's on_handoff
+        await _called(pending.on_handoff, record, f"Handoff({target.name}).on_handoff")
     become(run, target)
     run.handoffs.append(record)
     emit("handoff", step=record.step, from_agent=record.from_agent, to_agent=record.to_agent,
@@ -77,9 +91,16 @@ async def complete(run: Run, worker: WorkerAgents) -> None:
 
 
 def become(run: Run, agent: Agent) -> None:
-    """Make `agent` the run's active agent (the run's counters, limits and authority stay)."""
+    """Make `agent` the run's active agent (the run's counters, limits and authority stay).
+
+    Engine 5: the client's tools are the run's and stay, unless one has the name of a tool of
+    `agent` (the run fails `InvalidRunInput`: it would take that tool's place)."""
+    if at_least(5):
+        check_names(run.client_tools.values(), [agent])
     run.agent = agent
     run.tools = dict(agent.inventory)
+    if at_least(5):
+        run.tools.update(run.client_tools)
     restore_mcp_tools(run)  # the servers' tools this agent lists (listed before its next turn)
     run.model = agent.model_name
     run.settings = agent.settings.model_copy(update={"stream": run.settings.stream})
@@ -111,6 +132,38 @@ def _registered(worker: WorkerAgents, name: str) -> Agent:
             f"the run was handed to agent {name!r}, which this worker has not registered "
             "(register it on every worker of the task queue: TowlinePlugin(agents=[...]))"))
     return agent
+
+
+ON_HANDOFF_TIMEOUT = timedelta(minutes=5)
+"""How long one attempt of an `on_handoff` activity may take."""
+ON_HANDOFF_ATTEMPTS = 3
+"""Attempts of an `on_handoff` activity before the run fails."""
+
+
+async def _called(fn: Callable[..., Any], record: HandoffRecord, where: str) -> None:
+    """Call `on_handoff`: schedule it, if it is an activity (once: a replay takes its result
+    from the history), else run it as hook code. Its return is ignored; a failure fails the
+    run `CapabilityViolation`."""
+    if is_activity(fn):
+        try:
+            await workflow.execute_activity(
+                fn, record, start_to_close_timeout=ON_HANDOFF_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=ON_HANDOFF_ATTEMPTS),
+                summary=f"on_handoff: {record.from_agent} -> {record.to_agent}")
+        except ActivityError as e:
+            cause = e.cause
+            kind = cause.type if isinstance(cause, ApplicationError) and cause.type else (
+                type(cause).__name__ if cause is not None else "ActivityError")
+            raise runtime_failure(CapabilityViolation(
+                f"{where} failed ({kind}; its attempts are in the run's history)")) from None
+        return
+    try:
+        if is_user_code(fn):
+            await guarded(Guard(where), fn, record.model_copy())
+        else:
+            await maybe_await(fn(record.model_copy()))
+    except Exception as e:
+        raise hook_failure(e, where) from e
 
 
 async def _filtered(messages: list[Message], fn: Callable[[list[Message]], Any],

@@ -8,8 +8,10 @@ run loop.
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from temporalio import workflow
 
 from towline.agent import Agent
-from towline.errors import Cancelled, InternalError, runtime_failure
+from towline.errors import Cancelled, InternalError, UsageLimitExceeded, runtime_failure
 from towline.messages import Message, Usage
 from towline.results import Counters
 from towline.telemetry import tracing as telemetry
@@ -55,6 +57,9 @@ class HookApi:
     _cancelled: bool
     _decisions: dict[str, ApprovalDecision]
     _approved: set[str]
+    _guard_lock: asyncio.Lock | None = None
+    """Engine 5: held by one guard model request at a time while the run has a request,
+    token or cost limit (`guard_request`)."""
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
@@ -106,11 +111,11 @@ class HookApi:
         return names if run.allowed_tools is None else names & run.allowed_tools
 
     def hand_off(self, target: str, input_filter: Callable[[list[Message]], Any] | None,
-                 ctx: ToolContext) -> None:
+                 ctx: ToolContext, *, on_handoff: Callable[..., Any] | None = None) -> None:
         """Hand the run to agent `target` once the current batch of tool calls is recorded
-        (from a `Handoff`'s tool; see `workflows.handoffs`). `ToolError` for a second one in a
-        response."""
-        handoffs.request(self._require_run(), target, input_filter, ctx)
+        (from a `Handoff`'s tool; see `workflows.handoffs`), calling `on_handoff` then.
+        `ToolError` for a second one in a response."""
+        handoffs.request(self._require_run(), target, input_filter, ctx, on_handoff=on_handoff)
 
     def report_usage(self, usage: Usage) -> None:
         """Report model usage a hook incurred where it cannot return `llm_usage`.
@@ -125,6 +130,50 @@ class HookApi:
             raise TypeError(f"report_usage takes a Usage, not {type(usage).__name__}")
         run = self._require_run()
         run.reported_usage = run.reported_usage + usage
+
+    @asynccontextmanager
+    async def guard_request(self, guardrail: str, *,
+                            alongside: int = 0) -> AsyncGenerator[Callable[[Usage], None]]:
+        """Engine 5: the span of one guard model request (`towline.capabilities` guardrails),
+        metered like the run's own requests; yields `answered(usage)`, to call with the
+        response's usage.
+
+        Before the request is sent, the run's limits are checked (`UsageLimitExceeded`, the
+        request never sent): `request_limit` against every request the run paid for
+        (`Run.requests_paid`: its own and its guards') plus `alongside` (requests in flight beside it: the model
+        request a parallel `InputGuardrail` runs with), and `total_tokens_limit` and
+        `cost_limit` against the confirmed counters. While
+        the run has any of those limits, its guard requests go one at a time, so that each is
+        checked after the one before was counted (the results of a batch of tool calls are
+        guarded together). `answered` adds the request and its usage to the run's usage, tokens
+        and cost at once (not at the next commit, as `report_usage` does), then checks the
+        token and cost limits again. The ledger's `requests` stays the run's own requests (a
+        request n's header says n - 1); `usage.requests` counts the guards' too.
+        """
+        run = self._require_run()
+        limits = run.limits
+        metered = (limits.request_limit, limits.total_tokens_limit, limits.cost_limit)
+        lock: asyncio.Lock | None = None
+        if any(limit is not None for limit in metered):
+            lock = self._guard_lock = self._guard_lock or asyncio.Lock()
+            await lock.acquire()
+        try:
+            limit = limits.request_limit
+            if limit is not None and run.requests_paid() + alongside >= limit:
+                raise runtime_failure(UsageLimitExceeded(
+                    f"request_limit {limit} reached: no request is left for guardrail "
+                    f"{guardrail!r}"))
+            run.check_spend()
+
+            def answered(usage: Usage) -> None:
+                run.guard_requests += 1
+                run.add_usage(usage)
+                run.check_spend()
+
+            yield answered
+        finally:
+            if lock is not None:
+                lock.release()
 
     @property
     def agent_run(self) -> RunView:

@@ -222,6 +222,7 @@ def restore(
     update["model"] = result.model
     update["messages"] = list(confirmed.messages)
     update["state"] = copy.deepcopy(confirmed.state)
+    update["context"] = copy.deepcopy(confirmed.context)  # read-only: a copy for each hook
     update["agent"] = update["agent"].model_copy(
         update={"output_retries": confirmed.agent.output_retries, "name": confirmed.agent.name}
     )
@@ -233,7 +234,7 @@ def _snapshot(state: ModelRequestState) -> ModelRequestState:
     return state.model_copy(update={
         **{name: copy.deepcopy(getattr(state, name)) for name in RUNTIME_OWNED},
         "agent": state.agent.model_copy(), "messages": copy_messages(state.messages),
-        "state": copy.deepcopy(state.state),
+        "state": copy.deepcopy(state.state), "context": copy.deepcopy(state.context),
     })
 
 
@@ -280,7 +281,8 @@ class TurnUpdate:
         self._new_id = new_id
 
     def view(self, **extra: Any) -> dict[str, Any]:
-        """The working state a middleware hook sees (a copy: mutating it changes nothing)."""
+        """The working state a middleware hook sees (a copy: mutating it changes nothing);
+        engine 5 adds the run's `context` (a copy too) as `extra`."""
         return {"messages": copy_messages(self.messages), **self.working_state(), **extra}
 
     def working_state(self) -> dict[str, Any]:
@@ -313,6 +315,9 @@ class TurnUpdate:
                 if value is not None and value not in JUMPS:
                     raise CapabilityViolation(f"{where}: jump_to must be one of {JUMPS}, not {value!r}")
                 self.jump = value
+            elif key == "context":
+                raise CapabilityViolation(f"{where} wrote 'context': the run's context is "
+                                          "read-only (a hook gets a copy of it)")
             elif key in self.schema:
                 self.values[key] = check_jsonable(value, f"{where} wrote {key!r}")
                 self.writers[key] = where

@@ -29,7 +29,7 @@ from towline.tools import ToolDefinition
 
 from .model_schedule import CallPlan, ModelCall, schedule_model_activity, validated
 from .run import oversize, run_payload_limit
-from .suspended import complete
+from .suspended import BACKGROUND_TIMEOUT, complete
 from .versions import at_least
 
 __all__ = ["call_model", "request_model", "DEFAULT_HEARTBEAT_TIMEOUT", "ModelCall"]
@@ -56,6 +56,7 @@ async def call_model(
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
     poll_interval: timedelta = timedelta(seconds=5),
     poll_max_interval: timedelta = timedelta(minutes=2),
+    background_timeout: timedelta = BACKGROUND_TIMEOUT,
 ) -> ModelResponse:
     """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good
     (`ContextLengthExceeded` when the request does not fit the model's context window).
@@ -66,7 +67,8 @@ async def call_model(
     `output_mode` and `output_schema` (the output's JSON schema, in the `native` and
     `prompted` modes) reach the model in its `ModelInfo`, as do `native_tools` (the
     provider's own tools). A background call (`settings.background`) is polled after
-    `poll_interval`, each later wait doubling up to `poll_max_interval`.
+    `poll_interval`, each later wait doubling up to `poll_max_interval`; still unfinished after
+    `background_timeout`, it is cancelled and fails `BackgroundTimeout` (engine 5).
 
     Inside an `AgentRun`, the request travels by reference (`towline.runtime.request_chain`):
     its input names the messages a worker already holds with one key, so its size
@@ -77,7 +79,8 @@ async def call_model(
         output_schema=output_schema, settings=settings, native_tools=native_tools,
         run_step=run_step, agent=agent, summary=summary, timeout=timeout,
         retry_policy=retry_policy, heartbeat_timeout=heartbeat_timeout,
-        poll_interval=poll_interval, poll_max_interval=poll_max_interval)
+        poll_interval=poll_interval, poll_max_interval=poll_max_interval,
+        background_timeout=background_timeout)
     return call.response
 
 
@@ -99,6 +102,7 @@ async def request_model(
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
     poll_interval: timedelta = timedelta(seconds=5),
     poll_max_interval: timedelta = timedelta(minutes=2),
+    background_timeout: timedelta = BACKGROUND_TIMEOUT,
     max_requests: int | None = None,
     answered: Callable[[ModelResponse], None] | None = None,
 ) -> ModelCall:
@@ -119,6 +123,7 @@ async def request_model(
         timeout=timeout, retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
         heartbeat_timeout=heartbeat_timeout, poll_interval=poll_interval,
         poll_max_interval=poll_max_interval, max_requests=max_requests,
+        background_timeout=background_timeout,
     )
 
     async def send(sent: list[Message]) -> ModelResponse:

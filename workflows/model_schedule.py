@@ -73,6 +73,9 @@ class CallPlan:
     """A background call: the longest wait between two polls."""
     max_requests: int | None = None
     """At most this many model requests (a paused turn's continuations count), None: any."""
+    background_timeout: timedelta | None = None
+    """A background call: how long it may go unfinished before it is cancelled and the run
+    fails `BackgroundTimeout` (engine 5); None: only `suspended.MAX_BACKGROUND_POLLS` bounds it."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ __all__ = ["PASSTHROUGH_MODULES"]
 PASSTHROUGH_MODULES = (
     "towline", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
     "typing_inspection", "google.protobuf", "opentelemetry",
-    # MCP tools validate their arguments with jsonschema in the workflow (pure computation).
-    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs", "attr",
+    # MCP tools validate their arguments with jsonschema in the workflow (pure computation),
+    # matching their patterns with RE2 (`towline.runtime.json_schemas`).
+    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs", "attr", "re2",
 )

@@ -13,6 +13,7 @@ import copy
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -32,6 +33,7 @@ from towline.timetravel.lineage import FORKED_FROM_MEMO, STATE_MEMO, state_snaps
 from towline.tools import Tool
 
 from .details import current_details
+from .versions import at_least
 from .waiting import DECISIONS_MEMO, WAITING_MEMO, ApprovalState, trail_memo
 
 __all__ = ["Run", "DECISIONS_MEMO", "WAITING_MEMO", "PAYLOAD_LIMIT", "ATTRIBUTE_STEPS",
@@ -159,6 +161,19 @@ class Run:
     pending_handoff: Any = None
     """A handoff the current batch of tool calls asked for (`workflows.handoffs`), made once
     the batch is recorded."""
+    client_tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
+    """Engine 5: the input's client tools (`workflows.client_tools`): the run's, so they stay
+    in `tools` across handoffs."""
+    client_wait: timedelta | None = None
+    """Engine 5, a session: its `session_timeout`, the longest a client tool's
+    call waits for its result (None: the tool's own timeout alone)."""
+    context: Any = None
+    """Engine 5: the run's context, typed by the `context_type` (`run_context`), or None."""
+    guard_requests: int = 0
+    """Engine 5: the guard model requests made so far (`requests_paid`), carried on
+    continue-as-new (`ResumeState.guard_requests`)."""
+    instructions: dict[str, str] = field(default_factory=dict[str, str])
+    """Engine 5: by agent, the text its instructions function gave (`workflows.instructions`)."""
 
     def __post_init__(self) -> None:
         if not self.tools:
@@ -197,6 +212,14 @@ class Run:
                     f"({INT64_MAX})"))
         self.usage = total
         self.bump(**changes)
+
+    def requests_paid(self) -> int:
+        """The model requests `request_limit` bounds: from engine 5, the run's own
+        (`counters.requests`) and its guard models' (`guard_requests`); before, its own. The
+        ledger's `requests` stays the run's own, so that request n's header says n - 1."""
+        if not at_least(5):
+            return self.counters.requests
+        return self.counters.requests + self.guard_requests
 
     def check_spend(self) -> None:
         """Fail the run if its tokens or its known cost exceed the run's limits."""

@@ -15,19 +15,31 @@ call's answer yet.
   asks how the response is doing; no worker holds a connection or an activity slot in
   between, so a worker restart loses nothing. A run cancelled meanwhile (Temporal's
   cancel, or towline's `cancel` signal) cancels the response with `towline.model_cancel`
-  before it ends `Cancelled`.
+  before it ends `Cancelled`. Engine 5 bounds the wait: a response still unfinished after
+  `Agent.model_background_timeout` (the last wait is cut to end there) or after
+  `MAX_BACKGROUND_POLLS` polls is cancelled the same way, and the run fails
+  `BackgroundTimeout` with the partial run; before it, a response that never finished was
+  polled until Temporal's history limit terminated the run, untyped, days later.
+
+  The run does not continue-as-new while it polls: the call is inside a turn (its
+  `before_model` hooks' uncommitted changes, the `wrap_model_call` wrappers awaiting the
+  response), which a new execution could not take up exactly. The two bounds keep the
+  polls' history small instead: at most `MAX_BACKGROUND_POLLS` polls of about 11 events
+  each, and 6 hours at the default intervals is under 200.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import NoReturn
 
 from temporalio import workflow
 
 from towline.activities.io import MODEL_CANCEL_ACTIVITY, MODEL_POLL_ACTIVITY, BackgroundInput
 from towline.errors import (
+    BackgroundTimeout,
     Cancelled,
     ModelRequestFailed,
     RunFailure,
@@ -35,10 +47,13 @@ from towline.errors import (
     runtime_failure,
 )
 from towline.messages import Message, ModelResponse, Suspended, Usage
+from towline.options import BACKGROUND_TIMEOUT
 
 from .model_schedule import CallPlan, ModelCall, schedule_model_activity, validated
+from .versions import at_least
 
-__all__ = ["complete", "joined", "poll_waits", "MAX_CONTINUATIONS", "POLL_TIMEOUT"]
+__all__ = ["complete", "joined", "poll_waits", "MAX_CONTINUATIONS", "POLL_TIMEOUT",
+           "BACKGROUND_TIMEOUT", "MAX_BACKGROUND_POLLS"]
 
 MAX_CONTINUATIONS = 25
 """A paused turn continued this many times without finishing fails the call
@@ -46,6 +61,11 @@ MAX_CONTINUATIONS = 25
 
 POLL_TIMEOUT = timedelta(seconds=60)
 """Start-to-close timeout of one poll or cancel (a short GET or POST)."""
+
+
+MAX_BACKGROUND_POLLS = 2000
+"""Polls of one background call at most (engine 5), whatever the intervals: about 22,000
+history events, well under Temporal's 51,200-event limit with the run's own."""
 
 
 def joined(pieces: list[ModelResponse]) -> ModelResponse:
@@ -85,10 +105,17 @@ async def complete(plan: CallPlan, messages: list[Message], first: ModelResponse
     requests, polls = 1, 0
     wait = poll_waits(plan.poll_interval, plan.poll_max_interval)
     response = first
+    started, bounded = workflow.now(), at_least(5)
     while response.suspended is not None:
         suspended = response.suspended
         if suspended.reason == "background":
-            response = await _poll(plan, suspended, wait(polls), polls + 1)
+            delay = wait(polls)
+            if bounded:
+                left = _time_left(plan, started, polls)
+                if left is None:
+                    await _give_up(plan, suspended, polls)
+                delay = min(delay, left)  # the last poll comes as the time is up
+            response = await _poll(plan, suspended, delay, polls + 1)
             polls += 1
             continue
         if len(pieces) > MAX_CONTINUATIONS:
@@ -110,6 +137,38 @@ async def complete(plan: CallPlan, messages: list[Message], first: ModelResponse
     return ModelCall(whole, requests, pieces[-1].usage if answered is not None else whole.usage)
 
 
+def _time_left(plan: CallPlan, started: datetime, polls: int) -> timedelta | None:
+    """How long a background call may still wait before its next poll; None when it is out
+    of time (`plan.background_timeout`, judged by workflow time) or of polls."""
+    if polls >= MAX_BACKGROUND_POLLS:
+        return None
+    if plan.background_timeout is None:
+        return timedelta.max
+    left = plan.background_timeout - (workflow.now() - started)
+    return left if left > timedelta(0) else None
+
+
+async def _give_up(plan: CallPlan, suspended: Suspended, polls: int) -> NoReturn:
+    """Cancel a background response that ran out of time, and fail the run `BackgroundTimeout`."""
+    where = f"{plan.model} · step {plan.run_step}"
+    await _cancel(plan, _background_input(plan, suspended), where)
+    bound = (f"{MAX_BACKGROUND_POLLS} polls" if polls >= MAX_BACKGROUND_POLLS
+             else f"{plan.background_timeout} (model_background_timeout)")
+    raise runtime_failure(BackgroundTimeout(
+        f"model {plan.model!r} did not finish its background response "
+        f"{suspended.response_id!r} within {bound}, after {polls} polls: it was cancelled",
+        response_id=suspended.response_id, polls=polls))
+
+
+def _background_input(plan: CallPlan, suspended: Suspended) -> BackgroundInput:
+    """The poll's or cancel's input: the background response, by id."""
+    if not suspended.response_id:
+        raise runtime_failure(ModelRequestFailed(
+            f"model {plan.model!r} started a background response without an id"))
+    return BackgroundInput(model=plan.model, response_id=suspended.response_id,
+                           run_step=plan.run_step, agent=plan.agent, output_tools=plan.output_tools)
+
+
 def _cancel_requested() -> bool:
     """Whether towline's `cancel` signal reached the run."""
     return bool(getattr(workflow.instance(), "_cancelled", False))
@@ -117,12 +176,8 @@ def _cancel_requested() -> bool:
 
 async def _poll(plan: CallPlan, suspended: Suspended, wait: timedelta, n: int) -> ModelResponse:
     """Wait `wait` (a durable timer), then ask once how the background response is doing."""
-    if not suspended.response_id:
-        raise runtime_failure(ModelRequestFailed(
-            f"model {plan.model!r} started a background response without an id"))
+    inp = _background_input(plan, suspended)
     where = f"{plan.model} · step {plan.run_step}"
-    inp = BackgroundInput(model=plan.model, response_id=suspended.response_id,
-                          run_step=plan.run_step, agent=plan.agent, output_tools=plan.output_tools)
     try:
         try:
             await workflow.wait_condition(_cancel_requested, timeout=wait,

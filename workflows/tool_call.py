@@ -121,16 +121,28 @@ def _never_entered(cause: BaseException) -> bool:
 
 
 async def _run_on_client(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
-    """A client tool: the run waits durably for its result (`tool_result`, `towline respond`)."""
-    timeout = c.tool.client_timeout
+    """A client tool: the run waits durably for its result (`tool_result`, `towline respond`).
+
+    Engine 5: a session's call waits at most its `session_timeout` (the client that went away
+    never answers), and the client may answer with an error (the call `failed`) or a retry
+    request (`retry`, as a tool's `ModelRetry`); both count against the tool's `max_retries`."""
+    timeout, within = c.tool.client_timeout, ""
+    if at_least(5) and run.client_wait is not None and (timeout is None or run.client_wait < timeout):
+        timeout, within = run.client_wait, " (the session's session_timeout)"
     gate: Any = workflow.instance()  # AgentRun (its `ApprovalHandlers`)
-    resolution: Any = await gate.client_result(c.ctx, c.call, timeout)
+    resolution: Any = await gate.client_result(c.ctx, c.call, timeout,
+                                               metadata=dict(c.tool.metadata) or None)
+    if resolution.kind == "error":
+        return "failed", resolution.reason, Usage()
+    if resolution.kind == "retry":
+        return "retry", resolution.reason, Usage()
     if resolution.kind != "timeout":
         return "succeeded", tool_content(resolution.result), Usage()
     if c.tool.idempotent:  # may be asked again: the model is told
-        return "denied", f"no result from the client within {timeout}", Usage()
-    return "unknown", (f"no result from the client within {timeout}: the client may have run it "
-                       "(declare the tool idempotent to let the model call it again)"), Usage()
+        return "denied", f"no result from the client within {timeout}{within}", Usage()
+    return "unknown", (f"no result from the client within {timeout}{within}: the client may "
+                       "have run it (declare the tool idempotent to let the model call it "
+                       "again)"), Usage()
 
 
 async def _run_in_workflow(c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:

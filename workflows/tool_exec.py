@@ -198,6 +198,7 @@ async def _admit_one(
         run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
         tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
         idempotency_key=f"{run.run_id}/{step}/{call.tool_call_id}", state=copy.deepcopy(run.state),
+        context=copy.deepcopy(run.context),  # engine 5 (None before): the run's typed context
     )
     hooked = await _before_hooks(caps, batch, i, ctx, call)
     if hooked is None:

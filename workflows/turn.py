@@ -8,6 +8,7 @@ persist. Tool admission and execution follow in `tool_exec`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,7 +149,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     for cap in caps:
         fn = hook_of(cap, "before_model")
         if fn is not None:
-            turn.apply(await _call(cap, fn, where_of(cap, "before_model"), turn.view()),
+            turn.apply(await _call(cap, fn, where_of(cap, "before_model"), turn.view(**_context(run))),
                        where_of(cap, "before_model"), allow_jump=False)
 
     output_tool = agent.output_tool()
@@ -165,9 +166,10 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
             output_tools=[output_tool] if output_tool else [],
             native_tools=list(agent.native_tools),
         ),
-        agent=AgentView(name=agent.name, instructions=agent.instructions,
+        agent=AgentView(name=agent.name,  # engine 5: a function's text, as recorded
+                        instructions=run.instructions.get(agent.name, agent.static_instructions),
                         output_retries=run.limits.output_retries),
-        state=turn.working_state(),
+        state=turn.working_state(), context=run.context,
         tool_retries=dict(run.counters.tool_retries),
         output_retries_used=run.counters.output_retries_used,
         run_step=step, tool_calls=run.counters.tool_calls, max_steps=run.limits.max_steps,
@@ -184,7 +186,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
                                      output_instructions(agent)),
         tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
         output_tools=state.params.output_tools, native_tools=state.params.native_tools,
-        run_step=step,
+        run_step=step, **_context(run),
     )
     response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
     if at_least(4):
@@ -199,7 +201,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
     for cap in reversed(caps):
         fn = hook_of(cap, "after_model")
         if fn is not None:
-            turn.apply(await _call(cap, fn, where_of(cap, "after_model"), turn.view()),
+            turn.apply(await _call(cap, fn, where_of(cap, "after_model"), turn.view(**_context(run))),
                        where_of(cap, "after_model"), allow_jump=True)
 
     run.messages = turn.messages
@@ -238,7 +240,7 @@ async def _call_chain(
         if not isinstance(req, ModelCallRequest):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise CapabilityViolation(f"wrap_model_call passed {type(req).__name__} to next")
         limit = run.limits.request_limit
-        if limit is not None and run.counters.requests >= limit:
+        if limit is not None and run.requests_paid() >= limit:
             limit_hit.append(runtime_failure(UsageLimitExceeded(f"request_limit {limit} reached")))
             raise limit_hit[-1]
         try:
@@ -256,6 +258,7 @@ async def _call_chain(
                 heartbeat_timeout=run.agent.model_heartbeat_timeout,
                 poll_interval=run.agent.model_poll_interval,
                 poll_max_interval=run.agent.model_poll_max_interval,
+                background_timeout=run.agent.model_background_timeout,
                 max_requests=None if limit is None else limit - run.counters.requests,
                 answered=lambda piece: _answered(run, piece),
             ))
@@ -275,7 +278,7 @@ async def _call_chain(
     for cap in reversed(caps):
         fn = hook_of(cap, "wrap_model_call")
         if fn is not None:
-            chain = _wrap(cap, fn, chain, where_of(cap, "wrap_model_call"))
+            chain = _wrap(cap, fn, chain, where_of(cap, "wrap_model_call"), run)
     response = normalize(run, await chain(request), "wrap_model_call")
     if limit_hit:
         raise limit_hit[0]
@@ -302,11 +305,21 @@ def _count_spent(run: Run, failure: RunFailure) -> None:
         run.add_usage(usage)
 
 
+def _context(run: Run) -> dict[str, Any]:
+    """Engine 5: what gives a middleware hook the run's context, when it has one
+    (`ModelCallRequest.context`, the `context` key of its state): a copy, so that what it
+    changes in it reaches nothing."""
+    return {"context": copy.deepcopy(run.context)} if run.context is not None and at_least(5) else {}
+
+
 def _wrap(
     cap: CapabilityLike, fn: Callable[..., Any],
-    inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str,
+    inner: Callable[[ModelCallRequest], Awaitable[ModelResponse]], where: str, run: Run,
 ) -> Callable[[ModelCallRequest], Awaitable[ModelResponse]]:
     async def wrapped(req: ModelCallRequest) -> ModelResponse:
+        fresh = _context(run)  # each wrapper its own copy, whatever the outer one passed on
+        if fresh and isinstance(req, ModelCallRequest):  # pyright: ignore[reportUnnecessaryIsInstance]
+            req = req.model_copy(update=fresh)
         return _validated(await _call(cap, fn, where, req, inner), where)
 
     return wrapped

@@ -50,6 +50,7 @@ __all__ = [
     "ENGINE_2",
     "ENGINE_3",
     "ENGINE_4",
+    "ENGINE_5",
     "ENGINES",
     "recorded_engine",
     "history_engine",
@@ -128,7 +129,13 @@ ENGINE_4 = "towline-engine-4"
 """Engine 4 (issues 28-34): the changes of one release, each guarded by `at_least(4)`;
 each is listed where it is made (grep for `at_least(4)`)."""
 
-ENGINES: tuple[tuple[str, int], ...] = ((ENGINE_4, 4), (ENGINE_3, 3), (ENGINE_2, 2))
+ENGINE_5 = "towline-engine-5"
+"""Engine 5 (issue 40: the fifth reliability round and the porting team's traps): the changes
+of one release, each guarded by `at_least(5)`; each is listed where it is made (grep for
+`at_least(5)`)."""
+
+ENGINES: tuple[tuple[str, int], ...] = (
+    (ENGINE_5, 5), (ENGINE_4, 4), (ENGINE_3, 3), (ENGINE_2, 2))
 """The cascade, NEWEST FIRST: (patch id, engine version). Add a new version at the head."""
 
 _RESOLVED = "_towline_engine"

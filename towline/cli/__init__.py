@@ -96,7 +96,7 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(handler(args))
     except CliError as e:
-        print(f"towline: error: {e.message}", file=sys.stderr)
+        print(f"towline: {e.label}: {e.message}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         print("towline: interrupted", file=sys.stderr)

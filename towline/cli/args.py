@@ -10,6 +10,7 @@ so that `--help` lists what the command does first. No module restates that shap
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeAlias
 
@@ -95,6 +96,19 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type: a JSON object (`towline run --context '{"user_id": 7}'`)."""
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(
+            f"not JSON ({e.msg} at character {e.pos}): {text[:80]}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, not a JSON "
+                                         f"{type(value).__name__}: {text[:80]}")
+    return value  # pyright: ignore[reportUnknownVariableType]
 
 
 def model_string(text: str) -> str:

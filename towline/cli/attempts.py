@@ -9,6 +9,9 @@ and ActivityTaskTimedOut the last attempt's). A timeout (no heartbeat, or no res
 the start-to-close timeout) means the worker running the attempt was lost: Temporal gives the
 next attempt to any worker polling the queue. Which step an activity belongs to comes from its
 summary (`<model> · step N`; a tool's is `name(args)`, the step of the model request before it).
+Whether a tool is idempotent comes from its input (`ToolActivityInput.idempotent`): a lost
+attempt of a non-idempotent tool is not simply "retried elsewhere" (the next attempt runs the
+tool only if the lost one had not entered it), and its line says so.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from temporalio.service import RPCError
 
 from towline.activities.io import MODEL_ACTIVITY
 from towline.activities.retry_events import failure_summary
+from towline.replay.history_reader import TOOL_ACTIVITY_PREFIX
 
 __all__ = ["ATTEMPT_FAILED", "FailedAttempt", "history_attempts", "pending_attempts", "run_attempts", "AttemptWatch", "watch_attempts"]
 
@@ -65,6 +69,9 @@ class FailedAttempt:
     retry waits; once the next attempt runs, Temporal names that one's worker)."""
     past: bool = False
     """Told once the run had ended (read from its history): its retry has run already."""
+    once: bool = False
+    """A call of a non-idempotent tool: a later attempt runs the tool only if this one had not
+    entered it (its entry mark says); if it had, the call ends `unknown`, not run again."""
 
     def line(self, now: datetime | None = None) -> str:
         """What `towline run` and `towline watch` print for it."""
@@ -72,6 +79,11 @@ class FailedAttempt:
         noun = "the request" if self.what == "model request" else f"{self.what}"
         if self.worker_lost:
             on = f", worker {self.worker}" if self.worker else ""
+            if self.once:
+                return (f"{where}worker lost; {noun} is not idempotent: another worker runs it "
+                        "only if the lost attempt had not entered it, else the call ends unknown "
+                        f"and is not run again ({self.what} attempt {self.attempt}: "
+                        f"{self.failure}{on})")
             return (f"{where}worker lost; {noun} is retried elsewhere ({self.what} attempt "
                     f"{self.attempt}: {self.failure}{on})")
         return f"{where}{self.what} attempt {self.attempt} failed: {self.failure}; {self._next(now)}"
@@ -82,6 +94,10 @@ class FailedAttempt:
         lost = "worker lost: " if self.worker_lost else ""
         then = ("retry pending" if self.retry_at is not None else "retried") if self.retried \
             else "its last attempt"
+        if self.retried and self.once and self.worker_lost:
+            then = ("a later attempt checks its entry mark" if self.retry_at is not None else
+                    "a later attempt checked its entry mark: it runs a tool not yet entered, "
+                    "never one entered before")
         on = f", worker {self.worker}" if self.worker else ""
         return f"{where}{self.what} attempt {self.attempt} failed: {lost}{self.failure} ({then}{on})"
 
@@ -111,13 +127,15 @@ class FailedAttempt:
                 "failure_type": self.failure_type, "worker_lost": self.worker_lost,
                 "retried": self.retried,
                 "retry_at": self.retry_at.isoformat() if self.retry_at else None,
-                "worker": self.worker}
+                "worker": self.worker, "idempotent": not self.once}
 
 
 @dataclass(frozen=True)
 class _Scheduled:
     what: str
     step: int | None
+    once: bool = False
+    """A non-idempotent tool's call (`FailedAttempt.once`)."""
 
 
 async def _summary(client: Client, event: HistoryEvent) -> str:
@@ -147,8 +165,23 @@ async def _scheduled(client: Client, events: Iterable[HistoryEvent]) -> dict[int
             what = f"tool {summary.split('(', 1)[0]}"
         else:
             what = attrs.activity_type.name
-        found[e.event_id] = (attrs.activity_id, _Scheduled(what, step))
+        once = (attrs.activity_type.name.startswith(TOOL_ACTIVITY_PREFIX)
+                and not await _idempotent(client, e))
+        found[e.event_id] = (attrs.activity_id, _Scheduled(what, step, once))
     return found
+
+
+async def _idempotent(client: Client, event: HistoryEvent) -> bool:
+    """Whether a tool activity's input declares its tool idempotent (True when the input
+    cannot be read: the plain "retried elsewhere" is then told, as before)."""
+    payloads = event.activity_task_scheduled_event_attributes.input.payloads
+    if not payloads:
+        return True
+    try:
+        [value] = await client.data_converter.decode([payloads[0]], [dict[str, Any]])
+    except Exception:  # noqa: BLE001 - an unreadable input (a codec missing) only costs the wording
+        return True
+    return not isinstance(value, dict) or value.get("idempotent") is True  # pyright: ignore[reportUnknownMemberType]
 
 
 async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[FailedAttempt]:
@@ -166,7 +199,7 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
                 continue
             why, kind, lost = failure_summary(attrs.last_failure)
             found.append(FailedAttempt(known[0], known[1].what, known[1].step, attrs.attempt - 1,
-                                       why, kind, lost, retried=True))
+                                       why, kind, lost, retried=True, once=known[1].once))
             continue
         if e.HasField("activity_task_failed_event_attributes"):
             ended: Any = e.activity_task_failed_event_attributes
@@ -180,7 +213,8 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
         attempt, identity = started.get(ended.started_event_id, (1, ""))
         why, kind, lost = failure_summary(ended.failure)
         found.append(FailedAttempt(known[0], known[1].what, known[1].step, attempt, why, kind,
-                                   lost, retried=False, worker=identity or None))
+                                   lost, retried=False, worker=identity or None,
+                                   once=known[1].once))
     return found
 
 
@@ -221,7 +255,8 @@ async def pending_attempts(client: Client, workflow_id: str,
                     if waiting and p.HasField("next_attempt_schedule_time") else None)
         found.append(FailedAttempt(p.activity_id, known.what, known.step, p.attempt - 1, why,
                                    kind, lost, retried=True, retry_at=retry_at,
-                                   worker=(p.last_worker_identity or None) if waiting else None))
+                                   worker=(p.last_worker_identity or None) if waiting else None,
+                                   once=known.once))
     return found
 
 

@@ -38,9 +38,11 @@ __all__ = [
     "moved_port",
     "EXIT_USAGE",
     "EXIT_FAILURE",
+    "EXIT_PENDING",
     "LOCAL_HOSTS",
     "load_agents",
     "load_agent",
+    "load_deps",
     "read_prompt",
     "Target",
     "resolve_target",
@@ -65,6 +67,9 @@ EXIT_FAILURE = 1
 """Exit code of a command that failed (an unreachable server, a failed run)."""
 EXIT_USAGE = 2
 """Exit code of a command given wrong arguments (argparse uses it too)."""
+EXIT_PENDING = 3
+"""Exit code of a decision, message or policy change no worker took within `--wait` but the
+Temporal server holds: a worker that starts applies it (`towline.errors.DecisionPending`)."""
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """How long a stopping CLI worker lets running tool and model activities finish.
@@ -75,12 +80,14 @@ calls a chance to complete (their results are recorded, and a later worker goes 
 
 
 class CliError(Exception):
-    """A failure to report as one line, `towline: error: <message>`, exiting with `code`."""
+    """A failure to report as one line, `towline: error: <message>`, exiting with `code`
+    (`label` in place of `error` for an outcome that is not a failure: `pending`)."""
 
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+    def __init__(self, message: str, code: int = EXIT_FAILURE, label: str = "error") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.label = label
 
 
 def one_line(err: BaseException | str, limit: int = 300) -> str:
@@ -139,6 +146,21 @@ def load_agents(specs: Sequence[str]) -> list[Agent]:
     if duplicates:
         raise CliError(f"two different agents are named {duplicates[0]!r}", EXIT_USAGE)
     return agents
+
+
+def load_deps(spec: str | None) -> Any:
+    """The worker-side dependencies named by `--deps module:attr` (None without one): the
+    object, or what a class or function there returns when called with no arguments."""
+    if spec is None:
+        return None
+    value = _import_target(spec)
+    if not callable(value):
+        return value
+    try:
+        return value()
+    except Exception as e:  # noqa: BLE001 - the user's factory raised
+        raise CliError(f"--deps {spec}: calling it failed: {type(e).__name__}: {one_line(e)}") \
+            from None
 
 
 def load_agent(spec: str) -> Agent:
@@ -248,6 +270,8 @@ async def connect_client(
                     payload_store=target.payload_store),
             timeout=timeout,
         )
+    except ConfigurationError as e:  # the agents' plugin refused them (a ValueError too)
+        raise CliError(f"the agents cannot be served: {e}", EXIT_USAGE) from None
     except ValueError as e:  # the SDK's parse of the address
         raise CliError(f"invalid Temporal address {target.address!r} (expected HOST:PORT): "
                        f"{one_line(e).removeprefix('invalid target URL: ')}", EXIT_USAGE) from None

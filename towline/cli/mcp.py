@@ -109,7 +109,8 @@ class AgentTools:
         for agent in self.agents:
             run_agent = self._tool(agent)
             run_agent.__annotations__ = {"prompt": str, "ctx": Context, "return": CallToolResult}
-            about = f" Its instructions: {agent.instructions}" if agent.instructions else ""
+            text = agent.static_instructions  # a function's text is the run's to ask for
+            about = f" Its instructions: {text}" if text else ""
             server.add_tool(
                 run_agent, name=tool_name(agent),
                 description=(f"Run the agent {agent.name!r} on a prompt (a durable run: a Temporal "

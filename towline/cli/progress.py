@@ -21,6 +21,7 @@ from towline.cli.render import (
     short,
     styled,
     terminal_text,
+    waiting_line,
 )
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
@@ -134,10 +135,9 @@ class Progress:
             if call_id in self.announced:
                 continue
             self.announced.add(call_id)
-            call = format_call(str(info.get("tool_name")), dict(info.get("args") or {}), 80)
-            self._say(f"waiting for approval: {call}  (call id {call_id})\n"
-                      f"  towline approve {self.workflow_id} {call_id}   "
-                      f"or   towline reject {self.workflow_id} {call_id}")
+            self._say(waiting_line(self.workflow_id, str(info.get("kind") or "approval"),
+                                   str(info.get("tool_name")), dict(info.get("args") or {}),
+                                   call_id))
         self.approving = bool(pending)  # a session waiting for a message is not "resumed"
         self.status = status
 
@@ -186,5 +186,6 @@ class Session:
         sys.stdout.flush()
         wid = self.workflow_id
         say(f"Session {wid} waits for the next message: towline send {wid} \"...\" (from another "
-            f"terminal); it ends after an idle timeout, or with towline cancel {wid}. Ctrl-C "
+            f"terminal); it ends after an idle timeout, with towline end {wid}, or with "
+            f"towline cancel {wid}. Ctrl-C "
             "leaves it open.")

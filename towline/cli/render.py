@@ -28,6 +28,7 @@ from towline.runtime.ledger import format_cost
 
 __all__ = [
     "terminal_text",
+    "inline",
     "short",
     "content",
     "thinking_line",
@@ -45,7 +46,12 @@ __all__ = [
     "money",
     "iso",
     "print_json",
+    "SESSION_ENDS",
 ]
+
+SESSION_ENDS = {"request": "by request (the end signal, towline end)",
+                "idle": "no message came within its idle timeout"}
+"""How `towline run --session` and `towline show` word `RunResult.session_end`."""
 
 
 _CONTROL = re.compile(
@@ -68,6 +74,18 @@ def _escaped(found: re.Match[str]) -> str:
         return char  # `dim`'s
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Every control character, newline and tab included, and the Unicode line separators."""
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def inline(text: str) -> str:
+    """`text` for one line of a terminal: every control character shown escaped (`\\n`,
+    `\\x1b`), newlines and tabs too and no styling let through, so a value someone else wrote
+    (a reason, who decided) can neither start a line of its own nor drive the terminal."""
+    return _ANY_CONTROL.sub(lambda found: _SHORT_ESCAPES.get(found.group()) or _escaped(found), text)
 
 
 def _json_escaped(found: re.Match[str]) -> str:
@@ -245,3 +263,16 @@ def money(micros: int | None) -> str:
 def print_json(value: Any) -> None:
     """Print `value` as indented JSON (non-ASCII kept, unknown types as strings)."""
     print(terminal_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), in_json=True))
+
+
+def waiting_line(workflow_id: str, kind: str, tool: str, args: dict[str, Any], call_id: str) -> str:
+    """What `towline run` and `towline watch` print for a call that starts to wait: for a
+    person's decision (`kind` "approval") or for a client tool's result ("client"), each with
+    the command that answers it."""
+    call = format_call(tool, args, 80)
+    if kind == "client":
+        return (f"waiting for a client's result: {call}  (call id {call_id})\n"
+                f"  towline respond {workflow_id} {call_id} --result JSON")
+    return (f"waiting for approval: {call}  (call id {call_id})\n"
+            f"  towline approve {workflow_id} {call_id}   "
+            f"or   towline reject {workflow_id} {call_id}")

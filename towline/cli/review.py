@@ -12,6 +12,7 @@ or `tool_result` for a client tool's result. Runs started before engine 4 get th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -28,6 +29,9 @@ from towline.review import CallNotFound, PendingCall, calls_in_state, decision, 
 __all__ = ["review_command", "policy_command", "register", "parse_json", "parse_rule"]
 
 _DONE = {"approve": "approved", "reject": "rejected", "edit": "edited", "respond": "responded"}
+_CLIENT_ANSWERS = {"result": "gave the result of", "error": "gave the error of",
+                   "retry": "asked the model to retry"}
+"""How a client tool call's answer is reported (`tool_result`'s `result`, `error`, `retry`)."""
 
 
 def parse_json(text: str, what: str) -> Any:
@@ -53,8 +57,8 @@ def parse_rule(text: str) -> tuple[str, Any]:
 
 
 async def _send(handle: WorkflowHandle[Any, Any], desc: Any, client: Any, name: str, arg: Any,
-                wait: float) -> Any:
-    update = await accepted_update(client, handle, desc, name, arg, wait)
+                wait: float, waited: float | None = None) -> Any:
+    update = await accepted_update(client, handle, desc, name, arg, wait, waited)
     try:
         return await update.result()
     except WorkflowUpdateFailedError as e:
@@ -79,13 +83,26 @@ def _decisions(args: Any, kind: str, calls: list[PendingCall]) -> list[Any]:
         options["args"] = parse_json(args.args, "--args")
         if not isinstance(options["args"], dict):
             raise CliError("--args must be a JSON object of the tool's arguments", 2)
-    if kind == "respond":
+    if kind == "respond" and args.result is not None:
         options["result"] = parse_json(args.result, "--result")
+    if kind == "respond" and args.result is None:  # --error or --retry: a client's answer only
+        flag = "--error" if args.error is not None else "--retry"
+        if any(c.tool_name == "?" and c.index is None for c in chosen):  # no state was read
+            raise CliError(f"run {args.workflow_id!r}: no worker answered its state query, so "
+                           f"whether call {args.call} waits for a client is unknown; the "
+                           f"{flag} was not sent")
+        if args.all or any(c.kind == "approval" for c in chosen):
+            raise CliError(f"{flag} answers a client tool's call; a call waiting for approval "
+                           "takes --result (or towline reject)", 2)
+    if kind == "reject":
+        options["message"] = args.message
     return [(c, decision(c, kind, **options)) for c in chosen]
 
 
-def _single(kind: str, c: PendingCall, d: Any, by: str | None) -> tuple[str, Any]:
-    """The update (and its argument) for one decision on `c`."""
+def _single(kind: str, c: PendingCall, d: Any, by: str | None, *, error: str | None = None,
+            retry: str | None = None) -> tuple[str, Any]:
+    """The update (and its argument) for one decision on `c` (`error` / `retry`: a client
+    tool's call answered with the error it failed with, or a request to call it again)."""
     from towline.workflows import (
         ApprovalDecision,
         EditDecision,
@@ -94,19 +111,22 @@ def _single(kind: str, c: PendingCall, d: Any, by: str | None) -> tuple[str, Any
     )
 
     common: dict[str, Any] = {"call_id": c.call_id, "digest": c.digest, "reason": d.reason,
-                              "by": by, "remember": d.remember, "pattern": d.pattern}
+                              "by": by, "remember": d.remember, "pattern": d.pattern,
+                              "message": d.message}
     if c.kind == "client":
         if kind != "respond":
             raise CliError(f"call {c.call_id} waits for a client tool's result: towline respond "
                            f"RUN {c.call_id} --result JSON", 2)
-        return "tool_result", ToolResultInput(call_id=c.call_id, result=d.result, digest=c.digest,
-                                              by=by)
+        answer = {"error": error} if error is not None else {"retry": retry} if retry is not None \
+            else {"result": d.result}
+        return "tool_result", ToolResultInput.model_validate(
+            {"call_id": c.call_id, "digest": c.digest, "by": by, **answer})
     if c.index is None and c.tool_name == "?":  # no state to read: the run checks the call
         pass
     elif c.digest is None:  # a run from before engine 4: approve and reject, as they were
-        if kind not in ("approve", "reject"):
+        if kind not in ("approve", "reject") or d.message is not None:
             raise CliError("this run was started by an earlier towline: it takes approve and "
-                           "reject only", 2)
+                           "reject only, without --message", 2)
         return kind, ApprovalDecision(call_id=c.call_id, reason=d.reason)
     if kind == "edit":
         return kind, EditDecision(**common, args=d.args)
@@ -121,10 +141,19 @@ async def review_command(args: Any) -> int:
     client, _ = await connected(args)
     handle, desc = await live_run(client, args.workflow_id, kind)
     await require_worker(client, desc, kind)
-    state = await query_state(handle, min(QUERY_TIMEOUT, timedelta(seconds=args.wait)))
+    # `--wait` bounds the whole command: the state query takes at most half of it, the
+    # decision the rest (a worker that answers one answers the other at once)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + args.wait
+    half = timedelta(seconds=args.wait / 2)
+    try:
+        async with asyncio.timeout(half.total_seconds()):
+            state = await query_state(handle, min(QUERY_TIMEOUT, half))
+    except TimeoutError:
+        state = f"the state query got no answer (no worker answered within {half.total_seconds():g}s)"
     if isinstance(state, str):
         if not args.call or args.all:  # nothing to go on but the state
-            raise CliError(f"run {args.workflow_id!r}: {state}")
+            raise CliError(f"run {args.workflow_id!r}: {state}; the {kind} was not sent")
         calls = [PendingCall(workflow_id=handle.id, call_id=args.call, tool_name="?", args={},
                              run_step=None, digest=None, index=None)]  # the run checks it
     else:
@@ -135,20 +164,21 @@ async def review_command(args: Any) -> int:
 
         entries: list[Any] = await _send(handle, desc, client, "decide",
                                          Decisions(decisions=[d for _, d in chosen], by=args.by),
-                                         args.wait)
+                                         max(deadline - loop.time(), 0.0), args.wait)
     else:
         [(c, d)] = chosen
-        name, arg = _single(kind, c, d, args.by)
-        await _send(handle, desc, client, name, arg, args.wait)
+        name, arg = _single(kind, c, d, args.by, error=getattr(args, "error", None),
+                            retry=getattr(args, "retry", None))
+        await _send(handle, desc, client, name, arg, max(deadline - loop.time(), 0.0), args.wait)
         entries = [{"call_id": c.call_id, "tool": c.tool_name,
-                    "decision": "result" if name == "tool_result" else _DONE[kind]}]
+                    "decision": arg.answer if name == "tool_result" else _DONE[kind]}]
     if args.json:
         print_json(entries)
         return 0
     by_id = {c.call_id: c for c, _ in chosen}
     for e in entries:
         c = by_id[e["call_id"]]
-        what = "gave the result of" if e["decision"] == "result" else e["decision"]
+        what = _CLIENT_ANSWERS.get(e["decision"], e["decision"])
         tail = f" (remembered for the {args.remember})" if args.remember else ""
         shown = f": #{c.index} {format_call(c.tool_name, c.args)}" if c.index is not None else ""
         print(f"{what} tool call {c.call_id} in run {args.workflow_id}{shown}{tail}")
@@ -180,6 +210,15 @@ async def policy_command(args: Any) -> int:
     return 0
 
 
+def _text(flag: str) -> Any:
+    """An argparse type for a non-empty text (the update refuses an empty one)."""
+    def parse(value: str) -> str:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"{flag} needs a non-empty text")
+        return value
+    return parse
+
+
 def _common(p: argparse.ArgumentParser, remember: bool = True) -> None:
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
     p.add_argument("call", metavar="CALL", nargs="?",
@@ -206,6 +245,10 @@ def register(sub: Subcommands) -> None:
                     description=f"{what[0].upper()}{what[1:]}: the run's `{name}` update (`decide` "
                     "with --all), naming the call's digest.")
         p.add_argument("--all", action="store_true", help="every call waiting for approval, at once")
+        if name == "reject":
+            p.add_argument("--message", metavar="TEXT",
+                           help="what the model is told, exactly (over the tool's configured "
+                           "rejection message and the reason; --reason stays in the audit trail)")
         _common(p)
     p = command(sub, "edit", review_command, all=False,
                 help="approve a waiting tool call with other arguments",
@@ -218,7 +261,14 @@ def register(sub: Subcommands) -> None:
                 description="Give a waiting call its return: for a call waiting for approval, the "
                 "tool does not run and the model sees RESULT; for a client tool's call, RESULT is "
                 "the tool's result.")
-    p.add_argument("--result", required=True, metavar="JSON", help="the return, as JSON")
+    answer = p.add_mutually_exclusive_group(required=True)
+    answer.add_argument("--result", metavar="JSON", help="the return, as JSON")
+    answer.add_argument("--error", metavar="TEXT", type=_text("--error"),
+                        help="a client tool's call only: the tool failed on the client with "
+                        "TEXT (the call is failed; the model is told TEXT)")
+    answer.add_argument("--retry", metavar="TEXT", type=_text("--retry"),
+                        help="a client tool's call only: ask the model to call the tool again, "
+                        "told TEXT")
     _common(p)
     p = command(sub, "policy", policy_command, help="change a live run's approval policy",
                 description="Change the run's own approval rules (the `set_policy` update, "

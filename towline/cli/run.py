@@ -31,12 +31,13 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from towline.agent import Agent
-from towline.cli.args import Subcommands, add_json, command, model_string, positive
+from towline.cli.args import Subcommands, add_json, command, json_object, model_string, positive
 from towline.cli.attempts import AttemptWatch
 from towline.cli.common import (
     GRACEFUL_SHUTDOWN,
     CliError,
     load_agent,
+    load_deps,
     one_line,
     payload_store_of,
     read_prompt,
@@ -49,16 +50,18 @@ from towline.cli.embedded import add_embedding, connect_or_embed
 from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
-from towline.cli.render import terminal_text
+from towline.cli.render import SESSION_ENDS, terminal_text
 from towline.cli.watch import add_thinking_option, stream_run
 from towline.cli.worker_log import add_log_options, worker_logging
 from towline.client import DEFAULT_TASK_QUEUE, own_task_queue, run_error, start_run, with_towline
+from towline.errors import InvalidRunInput
 from towline.media import UnknownMediaType, binary_content
 from towline.messages import MESSAGES, BinaryContent, UserContent
 from towline.options import Limits
 from towline.results import RunResult
 from towline.runtime.ledger import format_cost
 from towline.storage.payload_store import STORE_ENV
+from towline.workflows.run_context import split_context
 
 __all__ = ["run_command", "register"]
 
@@ -161,6 +164,14 @@ def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
         raise CliError(f"invalid --max-steps: {e.errors()[0]['msg']}", 2) from None
 
 
+def _check_context(agent: Agent, context: dict[str, Any] | None) -> None:
+    """Refuse a `--context` the run would refuse (`InvalidRunInput`) before starting it."""
+    try:
+        split_context(agent, context)
+    except InvalidRunInput as e:
+        raise CliError(f"invalid --context: {e.message}", 2) from None
+
+
 async def _duplicate(client: Client, workflow_id: str, allowed: bool) -> CliError:
     """The error for `--id` naming a run that exists (a live one, or any without the flag)."""
     try:
@@ -202,6 +213,8 @@ async def run_command(args: Any) -> int:
     attached = attachments(args.attach)
     prompt: str | list[UserContent] = [text, *attached] if attached else text
     limits = _limits(agent, args.max_steps)
+    _check_context(agent, args.context)
+    deps = load_deps(args.deps)
     target = target_of(args)
     if args.payload_store:  # a file store's driver makes its directory
         target.payload_store = payload_store_of(args.payload_store)
@@ -211,8 +224,10 @@ async def run_command(args: Any) -> int:
         stack.callback(obs.flush)  # the run's spans reach the collector before we exit
         client, base, embedded = await connect_or_embed(
             args, target, [agent], stack, timeout=args.connect_timeout, plugins=obs.plugins)
-        if args.model:  # the in-process worker allows the model it was asked to run
-            client = with_towline(client, [agent], allowed_models=[args.model])
+        if args.model or deps is not None:  # the in-process worker allows the model it was
+            # asked to run, and hands its activities the worker-side dependencies
+            client = with_towline(client, [agent], allowed_models=[args.model] if args.model
+                                  else (), deps=deps)
         # Its own worker polls a queue of its own, so no other worker (`towline dev`'s, say)
         # takes the run's tasks; a queue the user names, or the fleet's, is kept.
         own = args.task_queue is None and not args.no_worker
@@ -225,6 +240,7 @@ async def run_command(args: Any) -> int:
         try:
             handle = await start_run(client, agent, prompt, task_queue=queue,
                                      id=args.id, limits=limits, session=args.session,
+                                     context=args.context,
                                      id_reuse_policy=reuse, model=args.model, stream=args.stream,
                                      priority=args.priority, tenant=args.tenant)
         except WorkflowAlreadyStartedError:
@@ -277,10 +293,10 @@ async def run_command(args: Any) -> int:
         cost = f", cost {format_cost(c.cost_micros, c.unpriced_requests)}" if c.cost_micros is not None else ""
         say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
             f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}{cost}.")
-        if session is not None and session.answered:
-            say(f"Session {handle.id} ended: no message came within its idle timeout.")
-        else:
+        if session is None or not session.answered:  # a session may end before it was seen waiting
             _print_output(result, args.json)
+        if session is not None and (session.answered or result.session_end):
+            say(f"Session {handle.id} ended: {SESSION_ENDS.get(result.session_end or '', 'done')}.")
         if url:
             say(f"UI: {url}")
         else:
@@ -314,6 +330,13 @@ def register(sub: Subcommands) -> None:
                    "session); this command follows it until it ends (Ctrl-C leaves it open)")
     p.add_argument("--max-steps", type=positive, metavar="N",
                    help="override the agent's max_steps for this run")
+    p.add_argument("--context", type=json_object, metavar="JSON",
+                   help="the run's context, a JSON object: fields of the agent's context_type "
+                   "(handed to its tools and instructions function) and initial state keys, "
+                   "e.g. '{\"user_id\": 7}'")
+    p.add_argument("--deps", metavar="MODULE:ATTR",
+                   help="the in-process worker's dependencies (TowlinePlugin(deps=...)): the "
+                   "object there, or what calling it returns (a class or a factory)")
     p.add_argument("--priority", type=priority_number, metavar="N",
                    help="Temporal priority of the run and all it schedules: 1 first ... 5 last "
                    "(default: 3), for a backlogged task queue")

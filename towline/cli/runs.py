@@ -29,7 +29,7 @@ from towline.cli.listing import (
     runs_query,
     stuck_runs,
 )
-from towline.cli.render import arguments, duration, money, print_json, short, table, when
+from towline.cli.render import arguments, duration, inline, money, print_json, short, table, when
 
 __all__ = ["runs_lines", "stuck_lines", "pending_lines", "runs_command", "pending_command", "register"]
 
@@ -66,15 +66,37 @@ def stuck_lines(stuck: list[StuckRun], now: datetime) -> list[str]:
                  "or does I/O, a deploy that changed what old runs replay); fix and redeploy the "
                  "worker and the run goes on (a run that waits on nothing, once reset), or end it: "
                  "temporal workflow terminate --workflow-id ID --reason ...")
+    if any(s.failure.cause == NONDETERMINISTIC for s in stuck):
+        lines.append("")
+        lines.append(NONDETERMINISM_HINT)
     return lines
 
 
+NONDETERMINISTIC = "NON_DETERMINISTIC_ERROR"
+"""Temporal's cause of a workflow task whose replay took another path than the history."""
+
+NONDETERMINISM_HINT = (
+    "NON_DETERMINISTIC_ERROR: a worker replaying the run took another path than its history "
+    "records. Either the workflow code changed since the run started (deploy the code that "
+    "recorded it, pinned with Worker Versioning), or hook code depends on something outside "
+    "the run: module-level state (a global a worker's earlier runs changed, shared by every run "
+    "on that worker), a cache, the clock or the environment. Keep per-run state in the run "
+    "(state_schema keys), then redeploy; `towline replay --agent MODULE:ATTR --query "
+    "\"WorkflowId='ID'\"` replays it against the code you have.")
+"""What `towline runs --stuck` says of a run that fails on nondeterminism, and what to do."""
+
+
 def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
-    """The `towline pending` table (longest-waiting first)."""
-    lines = table(("WORKFLOW ID", "#", "CALL ID", "TOOL", "ARGUMENTS", "FOR", "WAITING", "DIGEST"), [
+    """The `towline pending` table (longest-waiting first), with a METADATA column when a call
+    carries metadata (an approval rule's `Ask(metadata=...)`, a client tool's `metadata`):
+    compact JSON, cut, its control characters escaped (someone else wrote it)."""
+    shown = any(p.metadata for p in scan.calls)
+    headers = ("WORKFLOW ID", "#", "CALL ID", "TOOL", "ARGUMENTS", "FOR", "WAITING", "DIGEST")
+    lines = table(headers + (("METADATA",) if shown else ()), [
         (p.workflow_id, "-" if p.index is None else str(p.index), p.call_id, p.tool_name,
          arguments(p.args, 60), "result" if p.kind == "client" else "approval",
          duration(p.waited(now)), p.digest or "-")
+        + ((inline(short(p.metadata, 60)) if p.metadata else "-",) if shown else ())
         for p in scan.calls
     ])
     for workflow_id, r in scan.remembered:
@@ -127,7 +149,8 @@ async def pending_command(args: Any) -> int:
     else:
         print("\n".join(pending_lines(scan, now)))
         print("\nDecide with: towline approve WORKFLOW_ID [#|CALL_ID] (or reject, edit --args "
-              "JSON, respond --result JSON; --all for every call of a run)")
+              "JSON, respond --result JSON or, for a client's call, --error/--retry TEXT; --all "
+              "for every call of a run)")
     return 0
 
 

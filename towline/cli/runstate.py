@@ -274,6 +274,10 @@ class RunDetails:
     """The run it was forked from (memo `towline.forked_from`), if it is a fork."""
     handoffs: list[HandoffRecord] = field(default_factory=list[HandoffRecord])
     """The run's handoffs (`towline.capabilities.Handoff`): the last one's agent is active."""
+    context: dict[str, Any] | None = None
+    """The run's context (`RunInput.context`), as its first execution's input gave it."""
+    session_end: str | None = None
+    """How a completed session ended: `request` or `idle` (`RunResult.session_end`)."""
 
     def to_json(self, now: datetime) -> dict[str, Any]:
         """The JSON form of `towline show --json`."""
@@ -302,6 +306,8 @@ class RunDetails:
             "notes": self.notes,
             "forked_from": self.forked_from.model_dump() if self.forked_from else None,
             "handoffs": [h.model_dump(mode="json") for h in self.handoffs],
+            "context": self.context,
+            "session_end": self.session_end,
         }
 
 
@@ -331,6 +337,7 @@ async def _read_completed(details: RunDetails, client: Client, desc: WorkflowExe
     result = await handle.result()
     details.counters, details.usage, details.messages = result.counters, result.usage, result.messages
     details.output, details.has_output, details.handoffs = result.output, True, result.handoffs
+    details.session_end = result.session_end
 
 
 async def _read_failed(details: RunDetails, handle: WorkflowHandle[Any, Any]) -> None:

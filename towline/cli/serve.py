@@ -13,16 +13,18 @@ Like `towline mcp-serve --http` it answers only requests addressed to it by name
 (localhost, `--host`, `--allow-host`: `towline.serve.http_guard`), and with `--auth` (or
 `TOWLINE_SERVE_AUTH`) only requests carrying `Authorization: Bearer <token>` — all but the
 page itself (and its `/favicon.ico`), which a browser fetches without headers and which holds no data (it asks
-for the token). Ctrl-C or SIGTERM stops it gracefully and it exits 0.
+for the token). Ctrl-C or SIGTERM stops it gracefully and it exits 0. `--session-timeout` bounds how long a
+thread's run waits for the page (its next message, a front-end tool's result).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from datetime import timedelta
 from typing import Any
 
-from towline.cli.args import Subcommands, add_agents, command
+from towline.cli.args import Subcommands, add_agents, command, positive
 from towline.cli.common import CliError, connected, load_agents, ui_base
 from towline.cli.listener import (
     add_listener,
@@ -62,8 +64,11 @@ async def serve_command(args: Any) -> int:
         raise CliError(f"towline serve needs the serve extra ({e.name} is missing): "
                        "pip install 'towline[serve]'") from None
     client, target = await connected(args, agents)
+    session_timeout = (timedelta(seconds=args.session_timeout)
+                       if args.session_timeout is not None else None)
     app = create_app(ServeConfig(client=client, agents=agents, task_queue=args.task_queue,
-                                 ui=ui_base(target, args.ui_url), hosts=hosts, token=token))
+                                 ui=ui_base(target, args.ui_url), hosts=hosts, token=token,
+                                 session_timeout=session_timeout))
     notes: list[str] = []
     listening = listening_socket(args.host, args.port, DEFAULT_PORT, "web server", notes)
     port: int = listening.getsockname()[1]
@@ -94,5 +99,8 @@ def register(sub: Subcommands) -> None:
         "and open the run in the Temporal UI. "
         "Needs towline[serve].")
     add_agents(p)
+    p.add_argument("--session-timeout", type=positive, metavar="SECONDS",
+                   help="how long a thread's run waits for the page's next message, or for a "
+                   "front-end tool's result, before it ends (default: 3600)")
     add_listener(p, default_port=DEFAULT_PORT, auth_env=AUTH_ENV,
                  ui_what=", for the page's links to a run")

@@ -38,6 +38,7 @@ from towline.cli.common import (
     connected,
     embedded_store,
     load_agents,
+    load_deps,
     one_line,
     say,
     stop_event,
@@ -64,7 +65,7 @@ async def _serve(
     client: Client, agents: Sequence[Agent], task_queue: str, stop: asyncio.Event,
     obs: Observability | None = None, allowed_models: Sequence[str] = (),
     deployment: WorkerDeploymentVersion | None = None, accept_versions: Sequence[str] = (),
-    routes: ModelRoutes | None = None, only: Only | None = None,
+    routes: ModelRoutes | None = None, only: Only | None = None, deps: Any = None,
 ) -> None:
     """Run a worker for `agents` (if any) until `stop` is set; with `routes`, the workers of
     its model queues too (`only`: just those, or just the runs' own queue)."""
@@ -75,7 +76,7 @@ async def _serve(
     towline = with_towline(client, agents, allowed_models=allowed_models,
                            encryption=obs.encryption, plugins=obs.plugins,
                            deployment=deployment, accept_versions=accept_versions,
-                           payload_store=obs.payload_store, model_queues=routes)
+                           payload_store=obs.payload_store, model_queues=routes, deps=deps)
     try:
         workers = fleet_workers(towline, task_queue=task_queue, routes=routes or ModelRoutes(),
                                 only=only, graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
@@ -185,6 +186,7 @@ async def worker_command(args: Any) -> int:
     """`towline worker`: a worker for the named agents against any Temporal server."""
     worker_logging(args)
     agents = load_agents(args.agent)
+    deps = load_deps(args.deps)
     deployment = _deployment(args)
     routes = _routes(args, args.only)
     obs = observability(args)
@@ -206,7 +208,7 @@ async def worker_command(args: Any) -> int:
         f"{queue}, agents: {versions}. Ctrl-C stops.")
     try:
         await _serve(client, agents, args.task_queue, stop, obs, args.allow_model,
-                     deployment, args.accept_version or (), routes, args.only)
+                     deployment, args.accept_version or (), routes, args.only, deps)
     except RuntimeError as e:  # e.g. the namespace does not exist
         raise CliError(f"worker failed: {one_line(e)}") from None
     say("stopped")
@@ -247,6 +249,9 @@ def register(sub: Subcommands) -> None:
     group.add_argument("--accept-version", action="append", metavar="VERSION",
                        help="also replay runs started with this earlier agent version (once "
                        "`towline replay` showed it compatible); repeatable")
+    p.add_argument("--deps", metavar="MODULE:ATTR",
+                   help="the worker-side dependencies handed to tools and activities "
+                   "(TowlinePlugin(deps=...)): the object there, or what calling it returns")
     _add_fleet_options(p)
 
 

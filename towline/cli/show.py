@@ -21,11 +21,14 @@ from towline.cli.attempts import FailedAttempt, run_attempts
 from towline.cli.common import connected, ui_base, workflow_url
 from towline.cli.ledger_view import confirmed_in, memo_line
 from towline.cli.render import (
+    SESSION_ENDS,
     conversation_lines,
     counters_lines,
     duration,
     format_call,
+    inline,
     print_json,
+    terminal_text,
     when,
 )
 from towline.cli.runstate import RunDetails, read_run
@@ -55,6 +58,8 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
         *([f"Forked    from {d.forked_from.run_id} at step {d.forked_from.step}"]
           if d.forked_from else []),
         f"Queue     {d.task_queue}",
+        *([f"Context   {json.dumps(d.context, ensure_ascii=False, sort_keys=True)}"]
+          if d.context else []),
         f"Started   {when(d.started)}   Closed {when(d.closed)}",
     ]
     if d.cost_micros is not None:
@@ -67,6 +72,8 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
         out.append(f"UI        {url}")
     if d.execution_status == "RUNNING" and d.messages is not None:
         out.append(f"Run state {d.status}")
+    if d.session_end is not None:
+        out.append(f"Ended     {SESSION_ENDS.get(d.session_end, d.session_end)}")
     if d.failure is not None:
         out.append(f"Failure   {d.failure[0]}: {d.failure[1]}")
     if d.stuck is not None:
@@ -95,6 +102,8 @@ def show_lines(details: RunDetails, now: datetime, url: str | None, *,
                 if p.kind == "client" else f"towline approve {d.workflow_id} {p.call_id}")
         out.append(f"Waiting for {what}: {format_call(p.tool_name, p.args)}  call id "
                    f"{p.call_id}{since}{index}  ({hint})")
+        if p.metadata:
+            out.append(f"          metadata {json.dumps(p.metadata, ensure_ascii=False)}")
     out.extend(decision_lines(d.approvals))
     if attempts:
         out.append("Failed attempts (Temporal retried them):")
@@ -122,13 +131,15 @@ def decision_lines(approvals: dict[str, Any]) -> list[str]:
     remembered: list[dict[str, Any]] = approvals.get("remembered") or []
     for r in remembered:
         pattern = f" where {json.dumps(r['pattern'])}" if r.get("pattern") else ""
-        out.append(f"Remembered for the {r.get('scope')}: {r.get('kind')} {r.get('tool')}{pattern}"
-                   + (f" (by {r['by']})" if r.get("by") else ""))
+        out.append(inline(f"Remembered for the {r.get('scope')}: {r.get('kind')} {r.get('tool')}"
+                          f"{pattern}" + (f" (by {r['by']}, as the client declared)"
+                                          if r.get("by") else "")))
     return out
 
 
 def audit_line(e: dict[str, Any]) -> str:
-    """One audit entry: when, what, which call, who (or which rule), why, the digest."""
+    """One audit entry, on one line: when, what, which call, who (or which rule; who decided
+    and the update's identity are what the client declared), why, the digest."""
     if e.get("decision") == "policy":
         what = f"policy changed: rules {json.dumps(e.get('rules') or {})}"
         if e.get("default"):
@@ -143,12 +154,13 @@ def audit_line(e: dict[str, Any]) -> str:
            "default": "by the default rule", "remembered": "as remembered",
            "timeout": "on timeout", "client": "by the client"}.get(str(e.get("source")),
                                                                   str(e.get("source")))
-    if e.get("by"):
-        who += f" {e['by']}"
-    if e.get("identity"):
-        who += f" ({e['identity']})"
+    if e.get("by") or e.get("identity"):  # neither is verified: the client says so
+        identity = [f"client identity {e['identity']}"] if e.get("identity") else []
+        who += (f" {e['by']}" if e.get("by") else "") + (
+            f" ({'; '.join([*identity, 'as the client declared'])})")
     tail = "".join(f"  {k} {e[k]}" for k in ("reason", "digest") if e.get(k))
-    return f"{e.get('at', '')}  {what}  {who}{tail}"
+    # every field on this one line, escaped: none can start a line or drive the terminal
+    return inline(f"{e.get('at', '')}  {what}  {who}{tail}")
 
 
 async def with_identities(client: Any, details: RunDetails, histories: list[Any]) -> None:
@@ -167,6 +179,24 @@ async def with_identities(client: Any, details: RunDetails, histories: list[Any]
         found = identity.get(str(e.get("update_id")))
         if found:
             e["identity"] = found
+
+
+async def start_context(client: Any, chain: Sequence[Any]) -> dict[str, Any] | None:
+    """The run's context: the `context` of its first execution's input (None when it has
+    none, or the input cannot be read here, e.g. encrypted without the key)."""
+    if not chain or not chain[0].events:
+        return None
+    started = chain[0].events[0]
+    if not started.HasField("workflow_execution_started_event_attributes"):
+        return None
+    try:
+        values = await client.data_converter.decode(
+            started.workflow_execution_started_event_attributes.input.payloads)
+    except Exception:  # noqa: BLE001 - an unreadable input: nothing to show, not an error
+        return None
+    first: Any = values[0] if values else None
+    context: Any = first.get("context") if isinstance(first, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return context if isinstance(context, dict) else None  # pyright: ignore[reportUnknownVariableType]
 
 
 async def show_command(args: Any) -> int:
@@ -190,13 +220,15 @@ async def show_command(args: Any) -> int:
         confirmed = await confirmed_in(client, chain[-1].events)
         details.counters = confirmed or details.counters
     await with_identities(client, details, chain)
+    details.context = await start_context(client, chain)
     attempts = await run_attempts(client, details.workflow_id, chain)
     if args.json:
         print_json({**details.to_json(now), "actions": actions.to_json(), "ui_url": url,
                     "failed_attempts": [a.to_json() for a in attempts]})
     else:
-        print("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking,
-                                   actions=actions, attempts=attempts)))
+        # the output and the conversation hold what models, tools and people wrote: escaped
+        print(terminal_text("\n".join(show_lines(details, now, url, thinking=not args.hide_thinking,
+                                                 actions=actions, attempts=attempts))))
     return 0
 
 

@@ -1,12 +1,17 @@
-"""`towline send` and `cancel`: steer a live run by workflow id (and the helpers the decision
-commands of `towline.cli.review` share).
+"""`towline send`, `end` and `cancel`: steer a live run by workflow id (and the helpers the
+decision commands of `towline.cli.review` share).
 
 `send` and the decisions are workflow updates: a worker must apply them. Before
 sending one the command checks that some worker polls the run's task queue (so
-"nobody is there" is said at once, not after a timeout), then waits for the
-worker to accept it (`--wait`); `send` then waits for the run's answer unless
-`--no-wait`. `cancel` is a signal: Temporal records it even with no worker
-running, and the run ends with reason `Cancelled` when a worker next runs it.
+"nobody is there" is said at once, not after a timeout, and nothing is sent), then waits for
+the worker to accept it (`--wait`, the whole command's budget). One that no worker took in
+time is reported as what it is (`towline.review.delivery`): pending, exit code 3, when the
+server holds it (a worker that starts applies it), not delivered otherwise; `send` then waits for the run's answer unless
+`--no-wait`; a run that has ended (before, or while the message waited) is reported with
+its failure's reason and message. `cancel` is a signal: Temporal records it even with no worker
+running, and the run ends with reason `Cancelled` when a worker next runs it. `end` is a
+signal too: a session completes, with its last answer as output and `session_end` "request",
+once it has answered what it was sent.
 """
 
 from __future__ import annotations
@@ -26,20 +31,19 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
 )
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.args import Subcommands, add_json, command
-from towline.cli.common import CliError, connected, one_line
-from towline.cli.runstate import agent_name, describe_run, workers_polling
+from towline.cli.common import EXIT_PENDING, CliError, connected, one_line
+from towline.cli.runstate import agent_name, describe_run, task_failure, workers_polling
+from towline.client import ended_run
+from towline.errors import DecisionNotApplied, DecisionPending
+from towline.review.delivery import ACCEPT_WAIT, deliver
 
-__all__ = ["send_command", "cancel_command", "register", "live_run", "require_worker",
+__all__ = ["send_command", "cancel_command", "end_command", "register", "live_run", "require_worker",
            "accepted_update", "refused", "start_hint", "ACCEPT_WAIT", "wait_option"]
-
-ACCEPT_WAIT = 30.0
-"""Default seconds to wait for a worker to accept an update."""
 
 
 async def live_run(client: Client, workflow_id: str, what: str) -> tuple[
@@ -48,9 +52,33 @@ async def live_run(client: Client, workflow_id: str, what: str) -> tuple[
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
     desc = await describe_run(handle)
     if desc.status != WorkflowExecutionStatus.RUNNING:
-        status = desc.status.name if desc.status is not None else "UNKNOWN"
-        raise CliError(f"run {workflow_id!r} has ended ({status}); nothing can {what} it")
+        raise await _ended(handle, desc, what)
     return handle, desc
+
+
+async def _ended(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
+                 what: str) -> CliError:
+    """Why nothing can `what` the run any more: it has ended, and, when it failed, with what
+    reason and message (a `GuardrailTripped` names its guardrail)."""
+    status = desc.status.name if desc.status is not None else "UNKNOWN"
+    said = f"run {handle.id!r} has ended ({status}); nothing can {what} it"
+    if desc.status == WorkflowExecutionStatus.FAILED:
+        ended = await ended_run(handle)
+        if ended is not None and ended.reason != status:  # its result is there (retention)
+            said += f". It failed: {ended.reason}: {one_line(ended.message)}"
+    return CliError(said)
+
+
+async def _ended_meanwhile(client: Client, workflow_id: str, what: str) -> CliError | None:
+    """The run's end (`_ended`) if it ended while a command waited on it, else None."""
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    try:
+        desc = await handle.describe()
+    except RPCError:
+        return None
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        return None
+    return await _ended(handle, desc, what)
 
 
 async def start_hint(client: Client, desc: WorkflowExecutionDescription) -> str:
@@ -73,18 +101,36 @@ def refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliErr
     return CliError(f"{name} refused by run {workflow_id!r}: {one_line(reason)}")
 
 
+async def _failing_task(client: Client, handle: WorkflowHandle[Any, Any], name: str) -> None:
+    """`CliError` when no worker took the update because the run's workflow task keeps failing
+    (a replay that takes another path, say): a worker that starts would not apply it either."""
+    try:
+        failure = await task_failure(client, await handle.describe())
+    except RPCError:
+        return
+    if failure is None or failure.attempt == 0:
+        return
+    raise CliError(f"no worker can apply the {name}: run {handle.id!r}'s workflow task keeps "
+                   f"failing (attempt {failure.attempt}, {failure.cause}: "
+                   f"{one_line(failure.message, 200)}); `towline runs --stuck` says what to do")
+
+
 async def accepted_update(
     client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
-    name: str, arg: Any, wait: float,
+    name: str, arg: Any, wait: float, waited: float | None = None,
 ) -> WorkflowUpdateHandle[Any]:
-    """Start update `name` and wait (up to `wait` s) until a worker accepted or rejected it."""
+    """Start update `name` and wait (up to `wait` s, what is left of `waited`, the command's
+    `--wait`) until a worker accepted or rejected it; `CliError` with code `EXIT_PENDING` when
+    the server holds it but no worker took it."""
     try:
-        update: WorkflowUpdateHandle[Any] = await asyncio.wait_for(
-            handle.start_update(name, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)  # pyright: ignore[reportUnknownMemberType]
-    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        hint = await start_hint(client, desc)
-        raise CliError(f"no worker answered the {name} within {wait:g}s (is the worker for run "
-                       f"{handle.id!r} stopped or overloaded?); {hint}") from None
+        update = await deliver(handle, name, arg, wait, waited=waited)
+    except DecisionNotApplied as e:
+        await _failing_task(client, handle, name)
+        if not isinstance(e, DecisionPending):  # not delivered, or not known
+            raise CliError(f"{e.message}; {await start_hint(client, desc)}") from None
+        raise CliError(f"{e.message} (`towline show {handle.id}` shows it once applied; is the "
+                       f"worker for run {handle.id!r} stopped or overloaded?); "
+                       f"{await start_hint(client, desc)}", EXIT_PENDING, "pending") from None
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise CliError(f"run {handle.id!r} has ended; nothing can {name} it") from None
@@ -107,16 +153,24 @@ async def send_command(args: Any) -> int:
     client, _ = await connected(args)
     handle, desc = await live_run(client, args.workflow_id, "send to")
     await require_worker(client, desc, "send")
-    update = await accepted_update(client, handle, desc, "send", SendInput(content=args.message),
-                             args.wait)
-    if args.no_wait:
-        print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
-              f"`towline show {args.workflow_id}`", file=sys.stderr)
-        return 0
     try:
-        answer: Any = await update.result()
-    except WorkflowUpdateFailedError as e:
-        raise refused("send", handle.id, e) from None
+        update = await accepted_update(client, handle, desc, "send",
+                                       SendInput(content=args.message), args.wait)
+        if args.no_wait:
+            print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
+                  f"`towline show {args.workflow_id}`", file=sys.stderr)
+            return 0
+        try:
+            answer: Any = await update.result()
+        except WorkflowUpdateFailedError as e:
+            raise refused("send", handle.id, e) from None
+    except CliError:
+        # the run ended while the message waited (a guardrail tripped on it, say): Temporal
+        # only says the workflow completed first; the run's own failure says why
+        ended = await _ended_meanwhile(client, args.workflow_id, "send to")
+        if ended is not None:
+            raise ended from None
+        raise
     if args.json:
         print(json.dumps(answer, indent=2, ensure_ascii=False))
     elif isinstance(answer, str):
@@ -126,31 +180,45 @@ async def send_command(args: Any) -> int:
     return 0
 
 
-async def cancel_command(args: Any) -> int:
-    """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
+async def _signal_command(args: Any, signal: str, what_then: str) -> int:
+    """Send the run named by `args` the signal `signal`, say `what_then` happens, and note when
+    no worker polls its task queue (the run ends only once one does)."""
     client, _ = await connected(args)
-    handle, desc = await live_run(client, args.workflow_id, "cancel")
+    handle, desc = await live_run(client, args.workflow_id, signal)
     try:
-        await handle.signal("cancel")
+        await handle.signal(signal)
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"run {handle.id!r} has ended; nothing can cancel it") from None
-        raise CliError(f"cancel failed: {one_line(e)}") from None
-    print(f"cancel requested for run {args.workflow_id}: it ends with reason Cancelled at its "
-          "next step (at once if it is waiting)")
+            raise CliError(f"run {handle.id!r} has ended; nothing can {signal} it") from None
+        raise CliError(f"{signal} failed: {one_line(e)}") from None
+    print(f"{signal} requested for run {args.workflow_id}: {what_then}")
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         print(f"note: no worker is polling task queue {desc.task_queue!r}; the run ends when one "
               f"does ({await start_hint(client, desc)})", file=sys.stderr)
     return 0
 
 
+async def cancel_command(args: Any) -> int:
+    """`towline cancel WORKFLOW_ID`: the `cancel` signal."""
+    return await _signal_command(args, "cancel", "it ends with reason Cancelled at its next "
+                                 "step (at once if it is waiting)")
+
+
+async def end_command(args: Any) -> int:
+    """`towline end WORKFLOW_ID`: the `end` signal (a session completes after its answer)."""
+    return await _signal_command(args, "end", "once it has answered what it was sent, it "
+                                 "completes with its last answer (ended by request)")
+
+
 def wait_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", type=float, default=ACCEPT_WAIT, metavar="SECONDS",
-                   help=f"how long to wait for a worker to accept it (default: {ACCEPT_WAIT:g})")
+                   help="how long, in all, to wait for a worker to take it; then it is "
+                   "reported pending (exit code 3: the server holds it, a worker that starts "
+                   f"applies it) or not delivered (default: {ACCEPT_WAIT:g})")
 
 
 def register(sub: Subcommands) -> None:
-    """`towline send` and `cancel`."""
+    """`towline send`, `end` and `cancel`."""
     p = command(sub, "send", send_command,
                 help="send the next user message to a session and print the answer",
                 description="Execute the `send` update of a session (a run started with `towline "
@@ -162,6 +230,14 @@ def register(sub: Subcommands) -> None:
                    help="return once the run accepted the message, without waiting for the answer")
     add_json(p, "print the answer as JSON")
     wait_option(p)
+
+    p = command(sub, "end", end_command, help="end a session cleanly (the `end` signal)",
+                description="Send the `end` signal: a session (towline run --session) completes "
+                "once it has answered what it was sent, its last answer as output, and its "
+                "result says it ended by request (RunResult.session_end \"request\"; towline "
+                "show prints it). A message sent after it is refused. To stop a run mid-turn, "
+                "use towline cancel.")
+    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
 
     p = command(sub, "cancel", cancel_command, help="cancel a run (the `cancel` signal)",
                 description="Send the `cancel` signal: the run ends with reason Cancelled at its "

@@ -1,14 +1,12 @@
 """`towline watch WORKFLOW_ID`: follow a run's live events (text as it arrives, tools as they run).
 
-Reads the run's Workflow Stream (`towline.client.events`) from the start or
-from `--from-offset`, running or finished, and prints each event: as text
-(`EventPrinter`, also what `towline run` shows for an agent that streams), or
-as JSON lines with `--json`. `towline show WORKFLOW_ID --follow` is the same.
-Ctrl-C stops watching (the run goes on) and says the offset to resume from.
-
-The model's thinking is shown apart from its answer: each line of it starts with
-`[step N] thinking: `, dimmed on a terminal (`NO_COLOR` turns that off);
-`--hide-thinking` leaves it out (`--json` always has every event).
+Reads the run's Workflow Stream (`towline.client.events`) from the start or from
+`--from-offset`, running or finished, and prints each event: as text (`EventPrinter`, also
+what `towline run` shows for an agent that streams), or as JSON lines with `--json`.
+`towline show WORKFLOW_ID --follow` is the same. Ctrl-C stops watching (the run goes on) and
+says the offset to resume from. The model's thinking is shown apart from its answer: each
+line of it starts with `[step N] thinking: `, dimmed on a terminal (`NO_COLOR` turns that
+off); `--hide-thinking` leaves it out (`--json` always has every event).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partialmethod
 from typing import Any, TextIO
 
 from temporalio.client import (
@@ -33,7 +32,16 @@ from towline.cli.args import Subcommands, add_json, command, non_negative
 from towline.cli.attempts import ATTEMPT_FAILED, FailedAttempt, watch_attempts
 from towline.cli.common import CliError, connected, stop_event
 from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back, unreadable
-from towline.cli.render import content, dim, format_call, short, styled, terminal_text
+from towline.cli.render import (
+    content,
+    dim,
+    format_call,
+    inline,
+    short,
+    styled,
+    terminal_text,
+    waiting_line,
+)
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.client import events
 from towline.events import RunEvent
@@ -176,17 +184,17 @@ class EventPrinter:
         self.line(f"[step {e.step}]   {e.field('tool')} -> {content(e.field('content'), 80)}"
                   f"  ({e.field('status')})")
 
-    def _on_approval(self, e: RunEvent) -> None:
-        call_id = e.field("call_id")
-        call = format_call(str(e.field("tool")), dict(e.field("args") or {}), 80)
-        self.line(f"waiting for approval: {call}  (call id {call_id})\n"
-                  f"  towline approve {self.workflow_id} {call_id}   "
-                  f"or   towline reject {self.workflow_id} {call_id}")
+    def _on_approval(self, e: RunEvent, kind: str = "approval") -> None:
+        self.line(waiting_line(self.workflow_id, kind, str(e.field("tool")),
+                               dict(e.field("args") or {}), str(e.field("call_id"))))
+
+    _on_client_tool = partialmethod(_on_approval, kind="client")
 
     def _on_decision(self, e: RunEvent) -> None:
         decision = str(e.field("decision"))
         reason = e.field("reason")
-        said = f": {reason}" if reason and reason not in (decision, "approval timed out") else ""
+        said = (f": {inline(str(reason))}"  # a reviewer's text: on this line, escaped
+                if reason and reason not in (decision, "approval timed out") else "")
         self.line(f"call {e.field('call_id')} {decision.replace('_', ' ')}{said}")
 
     def _on_guardrail(self, e: RunEvent) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from temporalio.common import RetryPolicy
 from towline.errors import ConfigurationError
 from towline.mcp.spec import MCPToolSpec
 from towline.runtime.json_schemas import AnyArgs as _AnyArgs
-from towline.runtime.json_schemas import compiled as _compiled
+from towline.runtime.json_schemas import compiled_schema as _compiled_schema
 from towline.runtime.json_schemas import schema_errors as _schema_errors
 from towline.tools import Tool, ToolContext
 
@@ -312,9 +311,11 @@ class MCPTool(Tool):
 
     @cached_property
     def validator(self) -> Any:
-        """A jsonschema validator of the arguments (its draft from `$schema`, else 2020-12)."""
+        """A jsonschema validator of the arguments (its draft from `$schema`, else 2020-12),
+        from the one home of the workflow's schema validators (no reference outside the
+        schema followed, patterns on RE2, a bounded check)."""
         try:
-            return _compiled(json.dumps(self.input_schema, sort_keys=True))
+            return _compiled_schema(self.input_schema)
         except ValueError as e:
             raise ConfigurationError(f"MCP tool {self.remote_name!r} of {self.server!r} has an "
                                      f"invalid input schema: {e}") from None

@@ -13,7 +13,8 @@ processes with the same definition compute the same version (nothing here depend
 on `PYTHONHASHSEED`, memory addresses or the clock); changing any of those parts
 changes it.
 
-Not part of it: the instructions, model settings and timeouts (they change what a
+Not part of it: the instructions' text (whether they are a function, which runs as an
+activity, is), model settings and timeouts (they change what a
 request says or how long it may take, not which commands a run emits), and the
 code of functions (a hook's body): a change there that alters commands needs
 `workflow.patched`, and `towline replay` is how to check.
@@ -76,6 +77,8 @@ def describe_agent(agent: Agent) -> dict[str, Any]:
     }
     if agent.output_mode != "tool":  # only then: agents from before output modes keep their version
         described["output_mode"] = agent.output_mode
+    if callable(agent.instructions):  # only then: a function's text is asked by an activity
+        described["instructions"] = "function"
     if agent.native_tools:  # only then, like output_mode: what the provider may run for it
         described["native_tools"] = [t.model_dump(mode="json") for t in agent.native_tools]
     if agent.settings.background:  # a background model call polls: other commands

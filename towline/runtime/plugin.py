@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from temporalio.client import Client, ClientConfig
@@ -43,6 +44,7 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from towline.activities import ModelActivities, make_tool_activity, search_attributes
+from towline.activities.instructions import make_instructions_activity
 from towline.activities.mcp import MCPActivities
 from towline.activities.telemetry import ActivityTelemetry
 from towline.agent import Agent
@@ -58,6 +60,7 @@ from towline.runtime.converter import (
     TowlinePayloadConverter,
     failure_converter_for,
 )
+from towline.runtime.deps import WorkerSide, WorkerSideInterceptor
 from towline.runtime.hashseed import warn_unless_pinned
 from towline.runtime.heap import settle_heap
 from towline.runtime.ledger_headers import LedgerHeaders
@@ -85,6 +88,20 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
 _WITHOUT_STORE = without_store()
 """Without a store, references are still read: as placeholders, never a stuck task."""
+
+
+def _check_handoff_context(source: Agent, target: Agent) -> None:
+    """A run keeps its context when it is handed off, and it is typed with the running
+    agent's `context_type`: the target must take the same type, or none (then its tools get the
+    plain JSON), or its tools would get the context typed by a model it was not made for."""
+    if target.context_type is None or target.context_type is source.context_type:
+        return
+    theirs = source.context_type.__name__ if source.context_type is not None else "none"
+    raise ConfigurationError(
+        f"agent {source.name!r} hands off to agent {target.name!r}, whose context_type "
+        f"{target.context_type.__name__} is not {source.name!r}'s ({theirs}): a run keeps "
+        "its context when handed off, so give both agents the same context_type, or the "
+        "target none")
 
 
 def _converter(
@@ -167,6 +184,7 @@ class TowlinePlugin(SimplePlugin):
         payload_store: PayloadStore | str | None = None,
         model_queues: ModelRoutes | None = None,
         models_only: bool = False,
+        deps: Any = None,
     ) -> None:
         """`agents` to run, `models` by name, and `allowed_models`: patterns (`"openai:*"`)
         of further models a run's input may switch an agent to (`RunInput.model`; the
@@ -179,7 +197,11 @@ class TowlinePlugin(SimplePlugin):
         `model_queues`: the task queues runs started on this plugin's workers send their model
         calls to (`towline.fleet.routing.ModelRoutes`; each run records them when it starts).
         `models_only`: serve the model activity alone (the worker of a model queue: no
-        workflows, tools or other activities; see `towline.runtime.worker.fleet_workers`)."""
+        workflows, tools or other activities; see `towline.runtime.worker.fleet_workers`).
+        `deps`: the worker-side dependencies (a database pool, an HTTP client, any object),
+        handed to tool functions (`ToolContext.deps`), instructions functions
+        (`InstructionsContext.deps`) and capability activities (`towline.current_deps()`);
+        never serialised, never in a history (`towline.runtime.deps`)."""
         self.agents = [a for agent in agents for a in agent.all_agents()]
         self.models = self._model_registry(models or {})
         for name, value in (("allowed_models", allowed_models), ("accept_versions", accept_versions)):
@@ -208,12 +230,18 @@ class TowlinePlugin(SimplePlugin):
         """Where runs started here send their model calls (None: their own task queue)."""
         self.models_only = models_only
         """Whether this plugin's workers serve model calls only."""
+        self.deps = deps
+        """The worker-side dependencies its workers hand to their activities."""
+        side = WorkerSide(deps=deps, context_types=MappingProxyType(
+            {a.name: a.context_type for a in self.agents if a.context_type is not None}))
         activities: list[Callable[..., Any]] = [*self.model_activities.definitions()] if models_only else [
             *self.model_activities.definitions(),
             search_attributes,
             *(make_tool_activity(t) for t in self.tools.values() if t.runs_on_worker),
             *self.mcp.definitions(),
             *self._capability_activities(),
+            *([make_instructions_activity(self.agents)]
+              if any(callable(a.instructions) for a in self.agents) else []),
         ]
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "towline.TowlinePlugin",
@@ -222,7 +250,8 @@ class TowlinePlugin(SimplePlugin):
             workflows=None if models_only else _with_agent_run,
             activities=activities,
             interceptors=[ActivityTelemetry(self.models)] if models_only else [
-                ActivityTelemetry(self.models), AgentsInterceptor(self.registry), LedgerHeaders()],
+                ActivityTelemetry(self.models), AgentsInterceptor(self.registry), LedgerHeaders(),
+                WorkerSideInterceptor(side)],
             workflow_runner=_runner,
             workflow_failure_exception_types=[RunFailure],
         )
@@ -251,6 +280,8 @@ class TowlinePlugin(SimplePlugin):
                     raise ConfigurationError(
                         f"agent {agent.name!r} hands off to agent {target!r}, which this plugin "
                         "does not register: add it to agents=[...]")
+                if target is not None:
+                    _check_handoff_context(agent, next(a for a in self.agents if a.name == target))
                 known = tools.get(tool.name)
                 if known is not None and known.function is not tool.function:
                     raise ConfigurationError(
@@ -273,6 +304,7 @@ class TowlinePlugin(SimplePlugin):
         if servers:
             try:  # loaded before any sandbox imports it (a passthrough module)
                 import jsonschema  # noqa: F401  # pyright: ignore[reportUnusedImport]
+                import re2  # noqa: F401  # pyright: ignore[reportUnusedImport, reportMissingTypeStubs]
             except ImportError:
                 raise ConfigurationError(
                     "agents with MCP servers need the MCP extra: pip install 'towline[mcp]'"

@@ -12,7 +12,7 @@ An AG-UI run is one turn of a towline session: from the user's message to the se
 | `response` | `TEXT_MESSAGE_END` (the whole text, when it was not streamed), `TOOL_CALL_START` / `_ARGS` / `_END` per call, the provider's native tools each as a call and its `TOOL_CALL_RESULT` (`provider` in `metadata.towline`), `STEP_FINISHED` |
 | `tool_end` | `TOOL_CALL_RESULT` (its `status` in `metadata.towline`) |
 | `answer`, `result` | `RUN_FINISHED` (`result`: the output) |
-| `failed` | `RUN_ERROR` (`code`: the failure reason) |
+| `failed` | `RUN_ERROR` (`code`: the failure reason; an `InternalError`'s raw text stays in the run's history) |
 | any other (`run`, `user`, `tool_start`, `approval`, `client_tool`, `decision`) | `CUSTOM`, named `towline.<type>`, its value the event's JSON |
 
 A turn that waits ends its AG-UI run (`towline.serve.waits`): at an `approval` (unless the
@@ -66,7 +66,7 @@ from towline.serve.agui_input import InputError, history, user_text
 from towline.serve.waits import interrupt
 
 __all__ = ["CUSTOM_PREFIX", "TURN_ENDS", "TurnMapper", "sse", "user_text", "history",
-           "InputError"]  # the input's helpers live in `agui_input`
+           "InputError", "failure_text"]  # the input's helpers live in `agui_input`
 
 CUSTOM_PREFIX: Final = "towline."
 """The prefix of the `CUSTOM` events' names: `towline.approval`, `towline.tool_start`, ..."""
@@ -135,7 +135,7 @@ class TurnMapper:
             self.finished = True
             closing = self._close_all()
             if kind == "failed":
-                return [*closing, RunErrorEvent(message=str(event.field("message") or "the run failed"),
+                return [*closing, RunErrorEvent(message=_failure_text(event),
                                                 code=str(event.field("reason") or "Failed"))]
             return [*closing, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                                result=event.field("output"))]
@@ -249,3 +249,17 @@ def sse(events: Sequence[BaseEvent], offset: int | None = None) -> str:
         blocks = blocks or [":\n\n"]
         blocks[-1] = f"id: {offset}\n{blocks[-1]}"
     return "".join(blocks)
+
+
+def _failure_text(event: RunEvent) -> str:
+    """The words of a run's `failed` event for the client (`failure_text`)."""
+    return failure_text(event.field("reason"), event.field("message"))
+
+
+def failure_text(reason: Any, message: Any) -> str:
+    """A run's failure in words for the client: its message, but not an `InternalError`'s (a
+    bug's raw exception text, which may quote what the worker read): the run's history keeps
+    that one for the operator."""
+    if reason == "InternalError":
+        return "the run failed on an internal error (the run's history records it)"
+    return str(message or "the run failed")

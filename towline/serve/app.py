@@ -6,6 +6,7 @@ approvals, and the web page.
     POST /agents/{name}                       AG-UI RunAgentInput -> AG-UI events (SSE)
     GET  /runs/{id}/events?from=N[&run_id=R]  the turn's events from offset N (SSE)
     POST /runs/{id}/approvals/{call_id}       {"decision": "approve"|"reject"|"edit"|"respond", ...}
+                                              (202 {"decision": "pending"}: no worker took it yet)
     GET  /favicon.ico                         204, without the token (the page has its own icon)
 
 A thread is a session (`RunInput.session`) whose workflow id is the AG-UI `threadId`: its
@@ -28,6 +29,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib.resources import files
 from typing import Any, Final, cast
 
@@ -42,7 +44,6 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
-    WorkflowUpdateStage,
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -51,16 +52,21 @@ from temporalio.service import RPCError, RPCStatusCode
 from towline.agent import Agent
 from towline.cli.common import workflow_url
 from towline.cli.runstate import agent_name
-from towline.client import events, start_run
+from towline.client import ended_run, events, start_run
+from towline.errors import DecisionNotApplied, DecisionPending, RunEnded
 from towline.results import ClientToolSpec
-from towline.serve.agui import TurnMapper, sse
+from towline.review.delivery import deliver
+from towline.serve.agui import TurnMapper, failure_text, sse
 from towline.serve.decide import (
+    MAX_DECISION_BYTES,
     TIMEOUTS,
     UPDATE_WAIT,
     DecisionBody,
+    Refusal,
     error,
     failure_reason,
     pending_calls,
+    rpc_refusal,
     send_decision,
     send_results,
     send_resume,
@@ -94,8 +100,18 @@ class ServeConfig:
     """The Host (and Origin) names it answers; None: loopback only."""
     token: str | None = None
     """The bearer token every request but the page's must carry; None: no token."""
+    session_timeout: timedelta | None = None
+    """How long a thread's run waits for the page's next message, or for a front-end tool's
+    result (engine 5), before it ends; None: `RunInput`'s default, an hour."""
+    update_wait: float = UPDATE_WAIT
+    """Seconds a message or a decision waits for a worker to take it; then it is answered as
+    pending (the Temporal server holds it: a worker that starts applies it) or not delivered."""
 
     def __post_init__(self) -> None:
+        if not self.update_wait > 0:
+            raise ValueError(f"ServeConfig: update_wait must be positive, not {self.update_wait!r}")
+        if self.session_timeout is not None and self.session_timeout <= timedelta(0):
+            raise ValueError("ServeConfig: session_timeout must be positive")
         names = [a.name for a in self.agents]
         if not names:
             raise ValueError("ServeConfig: agents must name at least one agent")
@@ -172,6 +188,10 @@ class _Server:
                             else {call_id for call_id, _ in turn.results})
             async for chunk in self._follow(handle, offset, mapper, answered):
                 yield chunk
+        except RunEnded as e:  # the message ended the run (a guardrail tripped), or came late
+            first = [] if started else [self._started(inp, workflow_id, None)]
+            yield sse([*first, RunErrorEvent(message=failure_text(e.reason, e.message),
+                                             code=e.reason)])
         except Exception as e:  # noqa: BLE001 - the stream has begun: the failure is its last event
             first = [] if started else [self._started(inp, workflow_id, None)]
             yield sse([*first, RunErrorEvent(message=failure_reason(e), code=type(e).__name__)])
@@ -195,7 +215,8 @@ class _Server:
                 started = await start_run(self.client, agent, turn.text, id=workflow_id,
                                           session=True, task_queue=self.config.task_queue,
                                           message_history=turn.earlier or None,
-                                          client_tools=tools or None)
+                                          client_tools=tools or None,
+                                          session_timeout=self.config.session_timeout)
                 return started, 0, False
             except WorkflowAlreadyStartedError:
                 running = await self._running_agent(handle)  # another request started it
@@ -207,27 +228,38 @@ class _Server:
         try:
             offset = await asyncio.wait_for(
                 WorkflowStreamClient.create(self.client, workflow_id).get_offset(), UPDATE_WAIT)
+            wait = self.config.update_wait
             if isinstance(turn, NewMessage):
                 await self._send(handle, turn.text)
             elif isinstance(turn, Resume):
-                await send_resume(handle, turn.decisions, turn.by)
+                await send_resume(handle, turn.decisions, turn.by, wait)
             else:
-                await send_results(handle, turn.results)
+                await send_results(handle, turn.results, wait)
         except TIMEOUTS:
             raise TurnRefused(f"no worker answered within {UPDATE_WAIT:g}s (is a worker for "
                               f"agent {agent.name!r} running?)") from None
+        except DecisionNotApplied as e:  # what became of it, exactly (pending, or not sent)
+            raise TurnRefused(f"{e.message} (is a worker for agent {agent.name!r} "
+                              "running?)") from None
         return handle, offset, isinstance(turn, NewMessage)
 
     async def _send(self, handle: WorkflowHandle[Any, Any], text: str) -> None:
         from towline.workflows import SendInput
 
-        update = await asyncio.wait_for(handle.start_update(  # pyright: ignore[reportUnknownMemberType]
-            "send", SendInput(content=text), wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-            UPDATE_WAIT)
-        try:  # a refusal (the validator) comes back with its outcome already known
-            await asyncio.wait_for(update.result(), 0.2)
-        except TIMEOUTS:
-            pass  # accepted: the run answers it in turn
+        try:
+            update = await deliver(handle, "send", SendInput(content=text), self.config.update_wait)
+            try:  # a refusal (the validator) comes back with its outcome already known
+                await asyncio.wait_for(update.result(), 0.2)
+            except TIMEOUTS:
+                pass  # accepted: the run answers it in turn
+        except (WorkflowUpdateFailedError, RPCError) as e:
+            # the run ended (the message tripped a guardrail, say): its own reason, not
+            # Temporal's "the Workflow completed before the Update completed"
+            if isinstance(e, RPCError) and e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            if (ended := await ended_run(handle)) is None:
+                raise
+            raise ended from None
 
     async def _running_agent(self, handle: WorkflowHandle[Any, Any]) -> str | None:
         """The agent of the thread's run while it runs ("" if unknown); None: no live run."""
@@ -297,8 +329,12 @@ class _Server:
         """`POST /runs/{id}/approvals/{call_id}`: decide a waiting tool call (approve, reject,
         edit, respond), through the run's update of that name."""
         workflow_id, call_id = request.path_params["id"], request.path_params["call_id"]
+        raw = await request.body()
+        if len(raw) > MAX_DECISION_BYTES:
+            return error(413, f"a decision is at most {MAX_DECISION_BYTES:,} bytes of JSON "
+                         f"(this one is {len(raw):,}): Temporal refuses larger updates")
         try:
-            body = DecisionBody.model_validate_json(await request.body())
+            body = DecisionBody.model_validate_json(raw)
         except ValidationError as e:
             return error(422, 'expected {"decision": "approve"|"reject"|"edit"|"respond", '
                          f'"digest": ..., "reason": ..., "args": {{...}}, "result": ...}}: {short(e)}')
@@ -306,19 +342,22 @@ class _Server:
         try:
             if await self._running_agent(handle) not in self.agents:  # gone, or not ours
                 return error(404, f"no live run {workflow_id!r}")
-            done = await send_decision(handle, call_id, body)
-        except TIMEOUTS:
-            return error(504, f"no worker applied the decision within {UPDATE_WAIT:g}s")
+            done = await send_decision(handle, call_id, body, self.config.update_wait)
+        except DecisionPending as e:  # not a failure: a worker that starts applies it
+            return JSONResponse({"workflowId": workflow_id, "callId": call_id,
+                                 "decision": "pending", "message": e.message}, status_code=202)
+        except DecisionNotApplied as e:  # not delivered, or not known
+            return error(504, e.message)
         except WorkflowUpdateFailedError as e:
             return error(409, f"{body.kind} refused: {failure_reason(e)}")
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
                 return error(404, f"no live run {workflow_id!r}")
-            raise
+            return error(*rpc_refusal(e))
         return JSONResponse({"workflowId": workflow_id, "callId": call_id, "decision": done})
 
 
-class TurnRefused(Exception):
+class TurnRefused(Refusal):
     """A message the thread's run cannot take (another agent's run, no worker, no run)."""
 
 

@@ -2,12 +2,15 @@
 (`POST /runs/{id}/approvals/{call_id}`), an AG-UI `resume` and front-end tool results, each
 sent as the run's own update, so the run's validators refuse what they refuse anywhere else
 (a call not waiting, a digest that is not the call's, a decision its rule does not allow,
-edited arguments its schema refuses, a return its output type refuses).
+edited arguments its schema refuses, a return its output type refuses). One that no worker
+takes within the wait is pending (the server holds it: a worker that starts applies it) or
+not delivered (`towline.review.delivery`): the REST decision answers `202` and `504`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
@@ -19,14 +22,23 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.exceptions import FailureError
+from temporalio.service import RPCError, RPCStatusCode
 
 from towline.review import PendingCall, calls_in_state
+from towline.review.delivery import deliver
+from towline.serve.waits import ToolFailed
 
-__all__ = ["UPDATE_WAIT", "DecisionBody", "decision_update", "send_decision", "pending_calls",
-           "send_resume", "send_results", "error", "short", "failure_reason"]
+__all__ = ["UPDATE_WAIT", "MAX_DECISION_BYTES", "DecisionBody", "decision_update", "send_decision", "pending_calls",
+           "send_resume", "send_results", "error", "short", "failure_reason", "rpc_refusal",
+           "Refusal"]
 
 UPDATE_WAIT: Final = 30.0
-"""Seconds to wait for a worker to accept a message or apply a decision."""
+"""Seconds to wait for a worker to take a message or a decision (`ServeConfig.update_wait`)."""
+
+MAX_DECISION_BYTES: Final = 1024 * 1024
+"""The largest decision body taken (413 over it): its update's argument is recorded whole in the
+run's history, and Temporal refuses a payload over 2 MB (failing the workflow task that accepts
+it, and aborting the update); half of that leaves room for the rest of the task."""
 
 Kind = Literal["approve", "reject", "edit", "respond"]
 
@@ -42,7 +54,13 @@ class DecisionBody(BaseModel):
     approved: bool | None = None
     """The short form: approve (true) or reject (false)."""
     reason: str | None = None
-    """Recorded with the decision; told to the model on a rejection."""
+    """Recorded with the decision; told to the model on a rejection (unless `message`, or the
+    tool's rejection message, is). Longer than the audit trail records
+    (`audit_bounds.MAX_REASON_CHARS`): refused, 422."""
+    message: str | None = None
+    """reject only: the exact text the model is told of the rejection (engine 5), over the
+    tool's configured rejection message and `reason` (which stays the audit trail's); as
+    bounded as `reason`."""
     digest: str | None = None
     """The digest of the call decided (the `towline.approval` event's): refused if the call
     waiting under that id is another."""
@@ -52,7 +70,7 @@ class DecisionBody(BaseModel):
     """respond: the call's return (checked against the tool's output type); the tool does not
     run. For a front-end tool's call, its result."""
     by: str | None = None
-    """Who decided (the audit trail)."""
+    """Who decided, as the client declares it (the audit trail; `audit_bounds.MAX_BY_CHARS`)."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> DecisionBody:
@@ -62,6 +80,15 @@ class DecisionBody(BaseModel):
             raise ValueError('an edit needs "args": the arguments the call runs with')
         if self.kind == "respond" and "result" not in self.model_fields_set:
             raise ValueError('a respond needs "result": the call\'s return')
+        if self.message is not None and self.kind != "reject":
+            raise ValueError(f'"message" is what the model is told of a rejection: a {self.kind} '
+                             "has none")
+        from towline.workflows.audit_bounds import refusal
+
+        refused = refusal(self.kind, reason=self.reason, message=self.message,  # the run's limits
+                          by=self.by)
+        if refused is not None:
+            raise ValueError(refused)
         return self
 
     @property
@@ -77,7 +104,7 @@ def decision_update(call_id: str, body: DecisionBody) -> tuple[str, Any]:
     from towline.workflows import ApprovalDecision, EditDecision, RespondDecision
 
     common: dict[str, Any] = {"call_id": call_id, "reason": body.reason, "digest": body.digest,
-                              "by": body.by}
+                              "by": body.by, "message": body.message}
     if body.kind == "edit":
         return "edit", EditDecision(**common, args=dict(body.args or {}))
     if body.kind == "respond":
@@ -85,11 +112,12 @@ def decision_update(call_id: str, body: DecisionBody) -> tuple[str, Any]:
     return body.kind, ApprovalDecision(**common)
 
 
-async def send_decision(handle: WorkflowHandle[Any, Any], call_id: str,
-                        body: DecisionBody) -> str:
-    """Send the decision's update and wait for it (`WorkflowUpdateFailedError`: refused)."""
+async def send_decision(handle: WorkflowHandle[Any, Any], call_id: str, body: DecisionBody,
+                        wait: float = UPDATE_WAIT) -> str:
+    """Send the decision's update and wait for it (`WorkflowUpdateFailedError`: refused;
+    `DecisionPending` / `DecisionNotDelivered`: no worker took it within `wait` seconds)."""
     name, arg = decision_update(call_id, body)
-    done: str = await asyncio.wait_for(handle.execute_update(name, arg), UPDATE_WAIT)  # pyright: ignore[reportUnknownMemberType]
+    done: str = await (await deliver(handle, name, arg, wait)).result()
     return done
 
 
@@ -100,23 +128,26 @@ async def pending_calls(handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
 
 
 async def send_resume(handle: WorkflowHandle[Any, Any], decisions: Sequence[dict[str, Any]],
-                      by: str | None = None) -> None:
+                      by: str | None = None, wait: float = UPDATE_WAIT) -> None:
     """An AG-UI resume's decisions, as one `decide` update (all applied, or none)."""
     from towline.workflows import Decisions
 
     batch = Decisions.model_validate({"decisions": list(decisions), "by": by})
-    await asyncio.wait_for(handle.execute_update("decide", batch), UPDATE_WAIT)  # pyright: ignore[reportUnknownMemberType]
+    await (await deliver(handle, "decide", batch, wait)).result()
 
 
-async def send_results(handle: WorkflowHandle[Any, Any], results: Sequence[tuple[str, Any]]) -> None:
+async def send_results(handle: WorkflowHandle[Any, Any], results: Sequence[tuple[str, Any]],
+                       wait: float = UPDATE_WAIT) -> None:
     """Front-end tool results, each through the `tool_result` update (bound to the digest of
     the call pending under its id)."""
     from towline.workflows import ToolResultInput
 
     digests = {c.call_id: c.digest for c in await pending_calls(handle) if c.kind == "client"}
     for call_id, result in results:
-        arg = ToolResultInput(call_id=call_id, result=result, digest=digests.get(call_id))
-        await asyncio.wait_for(handle.execute_update("tool_result", arg), UPDATE_WAIT)  # pyright: ignore[reportUnknownMemberType]
+        arg = (ToolResultInput(call_id=call_id, error=result.error, digest=digests.get(call_id))
+               if isinstance(result, ToolFailed) else
+               ToolResultInput(call_id=call_id, result=result, digest=digests.get(call_id)))
+        await (await deliver(handle, "tool_result", arg, wait)).result()
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -134,10 +165,34 @@ def short(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
+class Refusal(Exception):
+    """An error of the server's own whose text is written for the client (`failure_reason`
+    passes it on)."""
+
+
 def failure_reason(e: BaseException) -> str:
-    """What a failed update (or another error) says."""
+    """What a failed update (or another error) says to the client: a Temporal failure's
+    message (the run's or the update's own words) or a `Refusal`'s; of any other exception
+    only its kind. A library's raw text (a file it read, a URL, a stack) is for the server's
+    log, never for a (web) client."""
     cause = e.cause if isinstance(e, WorkflowUpdateFailedError) else e
-    return cause.message if isinstance(cause, FailureError) else str(cause or e)
+    if isinstance(cause, FailureError):
+        return cause.message
+    if isinstance(cause, Refusal):
+        return str(cause)
+    logging.getLogger(__name__).warning("a client is told only the kind of %s: %s",
+                                        type(cause or e).__name__, cause or e)
+    return f"the server could not go on with the run ({type(cause or e).__name__}: see its log)"
+
+
+def rpc_refusal(e: RPCError) -> tuple[int, str]:
+    """The answer to a decision the Temporal service did not take (never a 500, never its raw
+    text): 422 for one it refused as sent (`INVALID_ARGUMENT`, e.g. over its payload limit),
+    503 otherwise (unavailable, overloaded, the update aborted): the client may try again."""
+    if e.status in (RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.OUT_OF_RANGE):
+        return 422, "the Temporal service refused the decision as sent (too large, or malformed)"
+    return 503, ("the Temporal service could not take the decision now (unavailable, overloaded, "
+                 "or the update was aborted): try again")
 
 
 TIMEOUTS = (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from towline.review import PendingCall
 from towline.serve.agui_input import InputError, content_text, history, user_text
 
-__all__ = ["INTERRUPT_REASON", "Resume", "ToolResults", "NewMessage", "TurnInput", "interrupt",
+__all__ = ["INTERRUPT_REASON", "Resume", "ToolResults", "ToolFailed", "NewMessage", "TurnInput", "interrupt",
            "interrupt_id", "parse_interrupt_id", "turn_input", "response_schema"]
 
 INTERRUPT_REASON = "tool_approval"
@@ -43,7 +43,10 @@ class ResumePayload(BaseModel):
     decision: Literal["approve", "reject", "edit", "respond"]
     """What the reviewer decided (one of the interrupt's `metadata.towline.decisions`)."""
     reason: str | None = None
-    """Recorded with the decision; told to the model on a rejection."""
+    """Recorded with the decision; told to the model on a rejection (unless `message` is)."""
+    message: str | None = None
+    """reject only: the exact text the model is told of the rejection (engine 5), over the
+    tool's configured rejection message and `reason`."""
     args: dict[str, Any] | None = None
     """edit: the arguments the call runs with instead."""
     result: Any = None
@@ -63,11 +66,19 @@ class Resume:
 
 
 @dataclass(frozen=True)
+class ToolFailed:
+    """A `tool` message's `error`: the front end's tool failed (the call is `failed`)."""
+
+    error: str
+    """What the model is told."""
+
+
+@dataclass(frozen=True)
 class ToolResults:
     """An input ending in `tool` messages: the results of front-end tool calls."""
 
     results: list[tuple[str, Any]]
-    """(call id, result) per message, in order."""
+    """(call id, result) per message, in order; a `ToolFailed` for a message with an `error`."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,8 @@ def response_schema(decisions: Sequence[str]) -> dict[str, Any]:
     """The JSON schema of a resume payload for a call allowing `decisions`."""
     return {"type": "object", "required": ["decision"], "additionalProperties": False,
             "properties": {"decision": {"enum": list(decisions)},
-                           "reason": {"type": "string"}, "args": {"type": "object"},
+                           "reason": {"type": "string"}, "message": {"type": "string"},
+                           "args": {"type": "object"},
                            "result": {}, "by": {"type": "string"}}}
 
 
@@ -111,7 +123,8 @@ def interrupt(call: PendingCall) -> Interrupt:
         response_schema=response_schema(call.decisions),
         expires_at=call.expires_at.isoformat() if call.expires_at else None,
         metadata={"towline": {"tool": call.tool_name, "args": call.args, "digest": call.digest,
-                              "index": call.index, "decisions": list(call.decisions)}})
+                              "index": call.index, "decisions": list(call.decisions),
+                              **({"metadata": call.metadata} if call.metadata is not None else {})}})
 
 
 def _resume(entries: Sequence[ResumeEntry]) -> Resume:
@@ -134,7 +147,8 @@ def _resume(entries: Sequence[ResumeEntry]) -> Resume:
             by.add(payload.by)
         decisions.append({k: v for k, v in {
             "kind": payload.decision, "call_id": call_id, "digest": digest,
-            "reason": payload.reason, "args": payload.args, "result": payload.result,
+            "reason": payload.reason, "message": payload.message, "args": payload.args,
+            "result": payload.result,
         }.items() if v is not None})
     if len(by) > 1:
         raise InputError(f"one resume is decided by one person: its payloads name {sorted(by)}")
@@ -142,7 +156,10 @@ def _resume(entries: Sequence[ResumeEntry]) -> Resume:
 
 
 def _tool_result(message: ToolMessage) -> Any:
-    """A tool message's content as the call's result: JSON when it is JSON, else the text."""
+    """A tool message's content as the call's result: JSON when it is JSON, else the text; its
+    `error`, when it has one, as a `ToolFailed`."""
+    if message.error:
+        return ToolFailed(message.error)
     text = content_text(message.content)
     try:
         return json.loads(text)

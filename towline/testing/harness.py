@@ -39,6 +39,7 @@ async def towline_worker(
     deployment: WorkerDeploymentVersion | None = None,
     accept_versions: Sequence[str] = (),
     payload_store: PayloadStore | str | None = None,
+    deps: Any = None,
     **worker_options: Any,
 ) -> AsyncGenerator[tuple[Client, str]]:
     """Run a worker for `agents` on a fresh task queue; yields (towline client, task queue).
@@ -46,11 +47,12 @@ async def towline_worker(
     The yielded client shares `client`'s connection but uses towline's data converter.
     `allowed_models` are the patterns of models runs may switch to (`RunInput.model`);
     `deployment` and `accept_versions` are `TowlinePlugin`'s; `payload_store` keeps large
-    payloads out of the history (`towline.storage.payload_store`).
+    payloads out of the history (`towline.storage.payload_store`); `deps` the worker-side
+    dependencies handed to tools and activities (`TowlinePlugin(deps=...)`).
     """
     towline_client = with_towline(client, agents, models, allowed_models=allowed_models,
                                   deployment=deployment, accept_versions=accept_versions,
-                                  payload_store=payload_store)
+                                  payload_store=payload_store, deps=deps)
     queue = task_queue or f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(towline_client, task_queue=queue, **worker_options):
         yield towline_client, queue

@@ -168,7 +168,8 @@ async def plan_fork(
                      f"to: the fork starts as {agent!r}")
     inp = RunInput(
         agent=agent, prompt=prompt, message_history=messages, limits=original.limits,
-        context=state if state is not None else original.context,
+        # the typed context (`Agent.context_type`) as the original's, the state as it was then
+        context={**(original.context or {}), **state} if state is not None else original.context,
         allowed_tools=original.allowed_tools, model=model or (None if handed else original.model),
         stream=original.stream, session=original.session,
         session_timeout=original.session_timeout,
