@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import TimeoutType
 from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from towline.events import EVENTS_TOPIC
+from towline.events import EVENTS_TOPIC, EventType
 
 __all__ = ["failure_summary", "publish_retry"]
 
@@ -63,7 +63,7 @@ async def publish_retry(step: int, what: str = "model request") -> None:
         why, kind, lost = failure_summary(pending.last_failure)
         stream = WorkflowStreamClient.from_within_activity()
         stream.topic(EVENTS_TOPIC).publish({
-            "type": "retry", "step": step, "activity_id": info.activity_id, "what": what,
+            "type": EventType.RETRY.value, "step": step, "activity_id": info.activity_id, "what": what,
             "attempt": info.attempt - 1, "failure": why, "failure_type": kind,
             "worker_lost": lost})
         await stream.flush()

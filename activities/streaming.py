@@ -31,7 +31,7 @@ from typing import Any, Self
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from towline.events import EVENTS_TOPIC
+from towline.events import EVENTS_TOPIC, EventType
 
 __all__ = [
     "TextStream",
@@ -68,7 +68,7 @@ def thinking_delta(delta: str) -> None:
     published as its own event type, `thinking`, so readers show it apart from the answer."""
     stream = _CURRENT.get()
     if stream is not None and delta:
-        stream.add(delta, "thinking")
+        stream.add(delta, EventType.THINKING)
 
 
 class TextStream:
@@ -80,14 +80,14 @@ class TextStream:
         self.client = client or WorkflowStreamClient.from_within_activity()
         self.topic = self.client.topic(EVENTS_TOPIC)
         self.batches = 0
-        self._pending: list[tuple[str, str]] = []
+        self._pending: list[tuple[EventType, str]] = []
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._token: Any = None
         self._sending = asyncio.Lock()
 
-    def add(self, delta: str, kind: str = "text") -> None:
-        """Buffer a piece of text (or, `kind="thinking"`, of thinking) for the next batch."""
+    def add(self, delta: str, kind: EventType = EventType.TEXT) -> None:
+        """Buffer a piece of text (or, `EventType.THINKING`, of thinking) for the next batch."""
         self._pending.append((kind, delta))
         self._arrived.set()
 
@@ -127,7 +127,7 @@ class TextStream:
         self.batches += 1
         # one event per run of pieces of one kind, in order; one flush: one signal
         for kind, pieces in itertools.groupby(pending, key=lambda p: p[0]):
-            self.topic.publish({"type": kind, "step": self.step, "attempt": self.attempt,
+            self.topic.publish({"type": kind.value, "step": self.step, "attempt": self.attempt,
                                 "delta": "".join(piece for _, piece in pieces)})
         try:
             await self.client.flush()

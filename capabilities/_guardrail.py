@@ -355,8 +355,9 @@ def text_of(content: Any) -> str:
 def report(kind: GuardKind, name: str, action: str, said: str, *,
            call_id: str | None = None) -> None:
     """Publish a `guardrail` live event: what a guardrail did (tripped, denied, replaced, ...)."""
+    from towline.events import EventType
     from towline.workflows import current_run
     from towline.workflows.events import emit
 
-    emit("guardrail", step=current_run().agent_run.counters.run_step, guardrail=name,
+    emit(EventType.GUARDRAIL, step=current_run().agent_run.counters.run_step, guardrail=name,
          guards=kind, action=action, said=said, call_id=call_id)

@@ -13,17 +13,21 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast, get_args
 
 from towline.errors import ConfigurationError
 from towline.runtime.fingerprint import ADDED_OPTION
 
 from ._config import check_timeout
 
-__all__ = ["Deny", "Ask", "Rule", "RuleAnswer", "static_rule", "check_message", "DECISION_KINDS"]
+__all__ = ["Deny", "Ask", "Rule", "RuleAnswer", "static_rule", "check_message", "DecisionKind",
+           "DECISION_KINDS"]
 
-DECISION_KINDS = ("approve", "reject", "edit", "respond")
-"""What a reviewer may decide (all of them unless an `Ask` narrows it)."""
+DecisionKind = Literal["approve", "reject", "edit", "respond"]
+"""What a reviewer may decide about a call waiting for approval: the one definition, which
+the workflow's decisions, `towline.review`, the CLI and `serve` take."""
+DECISION_KINDS: Final[tuple[DecisionKind, ...]] = get_args(DecisionKind)
+"""What a reviewer may decide (all of them unless an `Ask` narrows it), in `DecisionKind`'s order."""
 
 
 @dataclass(frozen=True)

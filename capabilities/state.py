@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from towline.messages import Message, ModelResponse, Usage
 from towline.native_tools import NativeTool
 from towline.options import ModelSettings
+from towline.results import Counters
 from towline.tools import ToolDefinition
 
 __all__ = [
@@ -130,8 +131,11 @@ class ModelRequestState(BaseModel):
     """Internal: the run's merged usage (including this response's, after the call)."""
 
 
-RUNTIME_OWNED = ("tool_retries", "output_retries_used", "run_step", "tool_calls", "max_steps")
-"""Top-level runtime-owned fields (the sixth, `agent.output_retries`, lives in `agent`)."""
+RUNTIME_OWNED: tuple[str, ...] = tuple(
+    name for name in ModelRequestState.model_fields if name in Counters.model_fields)
+"""Top-level runtime-owned fields: the state's copies of the run's counters (`tool_retries`,
+`output_retries_used`, `run_step`, `tool_calls`, `max_steps`; the sixth,
+`agent.output_retries`, lives in `agent`)."""
 INTERNAL = ("run_id", "scope", "validators", "usage")
 """Fields whose replacement fails the run."""
 

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         WebSearch,
     )
     from towline.options import Limits, ModelSettings
-    from towline.results import Counters, PartialRun, RunInput, RunResult
+    from towline.results import Counters, PartialRun, RunInput, RunResult, RunStatus
     from towline.runtime.deps import current_deps
     from towline.runtime.instructions import InstructionsContext
     from towline.runtime.plugin import TowlinePlugin
@@ -173,6 +173,7 @@ _HOMES: dict[str, str] = {
     "PartialRun": "towline.results",
     "RunInput": "towline.results",
     "RunResult": "towline.results",
+    "RunStatus": "towline.results",
     "TowlinePlugin": "towline.runtime.plugin",
     "FileStorageDriver": "towline.storage.payload_store",
     "PayloadStore": "towline.storage.payload_store",
@@ -232,6 +233,7 @@ __all__ = [
     "TowlinePlugin",
     "MCPServer",
     "Counters",
+    "RunStatus",
     "PartialRun",
     "Message",
     "ModelRequest",
@@ -255,7 +257,8 @@ __all__ = [
     "TowlineError",
     "RunFailure",
     "ConfigurationError",
-    # run failure reasons (`RunError.reason` is the class name)
+    # run failure reasons (`RunError.reason` is the class name; `towline.client.run` raises
+    # a failed run's error as its class too, so `except MaxStepsExceeded` catches it)
     "MaxStepsExceeded",
     "UsageLimitExceeded",
     "ToolRetriesExhausted",

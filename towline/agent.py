@@ -30,7 +30,17 @@ from towline.capabilities.base import (
 from towline.errors import ConfigurationError
 from towline.mcp import MCPServer, check_servers
 from towline.native_tools import NativeTool, check_native_tools
-from towline.options import BACKGROUND_TIMEOUT, Limits, ModelSettings, OutputMode
+from towline.options import (
+    BACKGROUND_TIMEOUT,
+    MODEL_HEARTBEAT_TIMEOUT,
+    MODEL_POLL_INTERVAL,
+    MODEL_POLL_MAX_INTERVAL,
+    MODEL_TIMEOUT,
+    Limits,
+    ModelSettings,
+    OutputMode,
+    model_retry_policy,
+)
 from towline.runtime.instructions import InstructionsFunc
 from towline.runtime.model_types import Model
 from towline.tools import Tool, ToolDefinition
@@ -76,15 +86,13 @@ class Agent:
     text that must match the strict schema) or `"prompted"` (the schema goes into the
     instructions and the JSON is parsed from the text, code fences allowed). Invalid
     output is retried in every mode and counts towards `output_retries`."""
-    model_timeout: timedelta = timedelta(minutes=10)
+    model_timeout: timedelta = MODEL_TIMEOUT
     """Start-to-close timeout of one model activity attempt (long answers of large
     models take minutes; a lost worker is noticed by the heartbeat timeout instead)."""
-    model_heartbeat_timeout: timedelta | None = timedelta(seconds=20)
+    model_heartbeat_timeout: timedelta | None = MODEL_HEARTBEAT_TIMEOUT
     """The model activity heartbeats while it waits for the provider: if a worker dies
     mid-request, Temporal retries the request elsewhere after this long."""
-    model_retry_policy: RetryPolicy = field(
-        default_factory=lambda: RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
-    )
+    model_retry_policy: RetryPolicy = field(default_factory=model_retry_policy)
     """Temporal's retry policy for model activities (provider SDK retries are off)."""
     tool_heartbeat_timeout: timedelta = timedelta(seconds=30)
     """Heartbeat timeout of tool activities whose tool sets none: a worker lost mid-call
@@ -98,11 +106,11 @@ class Agent:
     """The provider's own tools the model may use (`towline.native_tools`: `WebSearch`,
     `WebFetch`, `CodeExecution`, `FileSearch`, `HostedMCP`): the provider runs them inside
     its response; a provider without one fails the run before anything is sent."""
-    model_poll_interval: timedelta = timedelta(seconds=5)
+    model_poll_interval: timedelta = MODEL_POLL_INTERVAL
     """Background model calls (`ModelSettings.background`): the first wait before polling the
     provider; each later wait doubles, up to `model_poll_max_interval`. Durable timers: no
     worker is busy while the model works."""
-    model_poll_max_interval: timedelta = timedelta(minutes=2)
+    model_poll_max_interval: timedelta = MODEL_POLL_MAX_INTERVAL
     """The longest wait between two polls of a background model call (a day of waiting is
     then about 720 polls)."""
     model_background_timeout: timedelta = BACKGROUND_TIMEOUT

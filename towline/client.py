@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from towline.agent import Agent
 from towline.encryption.codec import EncryptionCodec
-from towline.errors import RunEnded, RunError
+from towline.errors import RunEnded, RunError, failed_run
 from towline.events import EVENTS_TOPIC, RunEvent
 from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
@@ -233,7 +233,9 @@ def _suffix() -> str:
 
 
 def run_error(err: WorkflowFailureError) -> RunError:
-    """The `RunError` for a failed run's `WorkflowFailureError`."""
+    """The `RunError` for a failed run's `WorkflowFailureError`: also an instance of the
+    failure's own class (`MaxStepsExceeded`, `GuardrailTripped`, ...) when towline defines
+    it (`towline.errors.failed_run`), else a plain `RunError`."""
     cause = err.cause
     if isinstance(cause, ApplicationError):
         partial = None
@@ -242,7 +244,7 @@ def run_error(err: WorkflowFailureError) -> RunError:
                 partial = PartialRun.model_validate(cause.details[0])
             except Exception:  # noqa: BLE001 - malformed details: report the failure without a partial
                 partial = None
-        return RunError(cause.type or "ApplicationError", cause.message, partial)
+        return failed_run(cause.type or "ApplicationError", cause.message, partial)
     return RunError(type(cause).__name__, str(cause), None)
 
 
@@ -297,7 +299,9 @@ async def send(handle: WorkflowHandle[Any, Any], content: str | Sequence[UserCon
 async def run(
     client: Client, agent: str | Agent, prompt: str | Sequence[UserContent] | None, **options: Any
 ) -> RunResult:
-    """Start a run and wait for its result; raises `RunError` if it fails.
+    """Start a run and wait for its result; raises `RunError` if it fails, as the failure's
+    own class too (`except MaxStepsExceeded`, `except GuardrailTripped`; `.reason`,
+    `.message` and `.partial` either way).
 
     Given the `Agent` itself, a structured `output_type` comes back as an instance of
     that type (validated here, on the client); given only the agent's name, `output`

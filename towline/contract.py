@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from towline.messages import Message, Usage
-from towline.results import Counters, HandoffRecord, PartialRun, RunInput, RunResult
+from towline.results import Counters, HandoffRecord, PartialRun, RunInput, RunResult, RunStatus
 from towline.workflows import (
     ApprovalDecision,
     Decisions,
@@ -72,9 +72,9 @@ class StateQueryResult(BaseModel):
     agent: str | None
     """The active agent's name: the one the run started as, or the one it was last handed to
     (None before the run has decoded its input)."""
-    status: str
+    status: RunStatus
     """`starting`, `running`, `waiting` (for an approval, or a session's next message),
-    `succeeded` or `failed` (the `TowlineStatus` search attribute)."""
+    `succeeded` or `failed` (the `TowlineStatus` search attribute): a `RunStatus`."""
     counters: Counters | None
     """The confirmed counters (the ledger); None while starting."""
     usage: Usage | None

@@ -7,7 +7,9 @@
     ├── ToolDenied                raised by `before_tool_execute`: the call is `denied`
     ├── ToolResponded             raised by `before_tool_execute`: the call's return is given
     │                             (a reviewer's `respond`); the tool does not run
-    ├── RunError                  client side: a run failed (.reason, .partial)
+    ├── RunError                  client side: a run failed (.reason, .message, .partial);
+    │   │                         `towline.client.run` raises it as the failure's own class
+    │   │                         too (`failed_run`): `except MaxStepsExceeded` catches it
     │   └── RunEnded              a message (`towline.client.send`) reached a run that had
     │                             ended, or the run ended before answering it (.status)
     ├── DecisionNotApplied        client side: no worker took an update (a decision, a
@@ -47,7 +49,11 @@
         └── InternalError
 
 `RunFailure` subclasses are registered as workflow failure exception types, so
-raising one fails the *run* (the workflow), never the workflow task.
+raising one fails the *run* (the workflow), never the workflow task. On the client, a
+run that failed with one of them raises a `RunError` that is also an instance of that
+class (`failed_run`): `except GuardrailTripped` and `except RunError` both catch it,
+with `.reason`, `.message` and `.partial`; a reason towline does not define (an
+`ApplicationError` of the user's own type) stays a plain `RunError`.
 
 Hooks and run failures: a failure the runtime raised while a hook awaited it (a
 `call_model` that failed, a wrapped model call over its limit, a cancellation)
@@ -112,6 +118,7 @@ __all__ = [
     "InvalidRunInput",
     "InternalError",
     "FAILURE_TYPES",
+    "failed_run",
     "runtime_failure",
     "is_runtime_failure",
 ]
@@ -249,6 +256,8 @@ class RunFailure(TowlineError, ApplicationError):
         ApplicationError.__init__(
             self, message, *details, type=type(self).__name__, non_retryable=True
         )
+        self.reason: str = type(self).__name__
+        """The failure's type name, as `RunError.reason` gives it on the client."""
         self.partial = partial
         self.extra = extra
 
@@ -416,3 +425,47 @@ FAILURE_TYPES: tuple[type[RunFailure], ...] = (
     InstructionsFailed,
     InternalError,
 )
+
+
+class _FailedRun(RunError, RunFailure):
+    """Client side: a run that failed with a `RunFailure` (`failed_run`). Its concrete
+    classes (one per failure type, made on first use) are also that failure's class, so
+    `except MaxStepsExceeded` catches the run's error as well as `except RunError`."""
+
+    def __init__(self, reason: str, message: str, partial: PartialRun | None) -> None:
+        # RunError's own __init__ would assign `message`, which ApplicationError keeps
+        # read-only: initialise the ApplicationError side, as the workflow's failure was.
+        RunFailure.__init__(self, message, partial)
+        self.reason = reason
+
+    def with_partial(self, partial: PartialRun) -> RunFailure:
+        """The same failure carrying `partial`."""
+        return failed_run(self.reason, self.message, partial)  # pyright: ignore[reportReturnType]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the concrete classes are made at run time, so they are rebuilt, not looked up
+        return failed_run, (self.reason, self.message, self.partial)
+
+
+_CLIENT_CLASSES: dict[str, type[_FailedRun]] = {}
+_BY_NAME: dict[str, type[RunFailure]] = {
+    **{cls.__name__: cls for cls in FAILURE_TYPES}, "RunCancelled": Cancelled}
+
+
+def failed_run(reason: str, message: str, partial: PartialRun | None) -> RunError:
+    """The client-side error of a run that failed with `reason` (the failure's type name).
+
+    For a reason towline defines (`FAILURE_TYPES`) it is a `RunError` that is also an
+    instance of that failure class (`MaxStepsExceeded`, `GuardrailTripped`, ...), so
+    either `except` catches it; otherwise a plain `RunError`.
+    """
+    failure = _BY_NAME.get(reason)
+    if failure is None:
+        return RunError(reason, message, partial)
+    cls = _CLIENT_CLASSES.get(reason)
+    if cls is None:
+        cls = _CLIENT_CLASSES[reason] = type(
+            failure.__name__, (_FailedRun, failure),
+            {"__module__": __name__, "__qualname__": failure.__qualname__,
+             "__doc__": f"Client side: a run that failed with `{failure.__name__}`."})
+    return cls(reason, message, partial)

@@ -21,7 +21,8 @@ attached image, a tool's PDF) reads as `[image/png, 5000000 bytes]`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,17 +34,32 @@ __all__ = ["EVENTS_TOPIC", "EVENT_TYPES", "EventType", "RunEvent", "PREVIEW_CHAR
 EVENTS_TOPIC: Final = "towline.events"
 """The Workflow Streams topic a run's events are published on."""
 
-EventType = Literal[
-    "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
-    "retry",
-]
-EVENT_TYPES: Final[tuple[str, ...]] = (
-    "run", "step", "thinking", "text", "response", "tool_start", "tool_end", "approval", "decision",
-    "guardrail", "handoff", "user", "answer", "result", "failed", "client_tool", "interrupted",
-    "retry",
-)
-"""Every event type, in the order a run usually publishes them."""
+class EventType(StrEnum):
+    """An event's `type`, the one definition of them (the stream carries the plain string, so
+    a member compares equal to it: `event.type == EventType.RESPONSE`)."""
+
+    RUN = "run"
+    STEP = "step"
+    THINKING = "thinking"
+    TEXT = "text"
+    RESPONSE = "response"
+    TOOL_START = "tool_start"
+    TOOL_END = "tool_end"
+    APPROVAL = "approval"
+    DECISION = "decision"
+    GUARDRAIL = "guardrail"
+    HANDOFF = "handoff"
+    USER = "user"
+    ANSWER = "answer"
+    RESULT = "result"
+    FAILED = "failed"
+    CLIENT_TOOL = "client_tool"
+    INTERRUPTED = "interrupted"
+    RETRY = "retry"
+
+
+EVENT_TYPES: Final[tuple[str, ...]] = tuple(t.value for t in EventType)
+"""Every event type, in the order a run usually publishes them (`EventType`'s values)."""
 
 PREVIEW_CHARS: Final = 2000
 """Characters of a prompt or tool result an event carries (the history keeps all of it)."""

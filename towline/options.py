@@ -6,10 +6,12 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from temporalio.common import RetryPolicy
 
 __all__ = [
     "ModelSettings", "Limits", "ThinkingEffort", "Thinking", "OutputMode",
-    "INT32_MAX", "INT64_MAX", "COST_MAX",
+    "INT32_MAX", "INT64_MAX", "COST_MAX", "BACKGROUND_TIMEOUT", "MODEL_TIMEOUT",
+    "MODEL_HEARTBEAT_TIMEOUT", "MODEL_POLL_INTERVAL", "MODEL_POLL_MAX_INTERVAL", "model_retry_policy",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -22,6 +24,24 @@ COST_MAX = INT64_MAX // 1_000_000
 BACKGROUND_TIMEOUT = timedelta(hours=6)
 """How long a background call may go unfinished by default (`Agent.model_background_timeout`):
 deep-research responses take minutes, an hour at most; one still running after hours is stuck."""
+
+# The model call's defaults, the one definition `Agent`'s fields and `call_model` both take.
+MODEL_TIMEOUT = timedelta(minutes=10)
+"""Start-to-close timeout of one model activity attempt (`Agent.model_timeout`)."""
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""How long a model activity may go without a heartbeat before Temporal retries it
+(`Agent.model_heartbeat_timeout`)."""
+MODEL_POLL_INTERVAL = timedelta(seconds=5)
+"""The first wait before polling a background model call (`Agent.model_poll_interval`)."""
+MODEL_POLL_MAX_INTERVAL = timedelta(minutes=2)
+"""The longest wait between two polls of a background call (`Agent.model_poll_max_interval`)."""
+
+
+def model_retry_policy() -> RetryPolicy:
+    """Temporal's retry policy for a model activity (`Agent.model_retry_policy`; a new object
+    each time, as `RetryPolicy` is mutable): provider SDK retries are off, so Temporal's are
+    the only ones."""
+    return RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
 
 OutputMode = Literal["tool", "native", "prompted"]
 """How an agent asks for structured output (`Agent.output_mode`)."""

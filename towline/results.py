@@ -7,6 +7,7 @@ the Temporal UI as well as from Python.
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,7 +19,7 @@ from towline.options import Limits
 from towline.runtime.payloads import PAYLOAD_LIMIT
 from towline.runtime.request_chain import RequestChain
 
-__all__ = ["Counters", "ClientToolSpec", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
+__all__ = ["RunStatus", "Counters", "ClientToolSpec", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
            "HandoffRecord", "LEDGER_SCHEMA_VERSION"]
 
 PRIORITY_MIN = 1
@@ -27,6 +28,24 @@ PRIORITY_MAX = 5
 """The lowest priority (Temporal's default range is 1-5; unset means 3)."""
 TENANT_MAX_BYTES = 64
 """Temporal's limit on a fairness key, in bytes (UTF-8)."""
+
+
+class RunStatus(StrEnum):
+    """Where a run is, in its own words: the `TowlineStatus` search attribute, the memo's
+    details and the `state` query's `status` carry these values (a `str`, so each compares
+    equal to, and is written as, its value)."""
+
+    STARTING = "starting"
+    """The run has not yet decoded its input (the `state` query only)."""
+    RUNNING = "running"
+    """Working: a model request, a tool call, a handoff."""
+    WAITING = "waiting"
+    """Waiting for a decision, a client tool's result or a session's next message."""
+    SUCCEEDED = "succeeded"
+    """Ended with a result."""
+    FAILED = "failed"
+    """Ended with a run failure (`towline.errors.RunFailure`)."""
+
 
 LEDGER_SCHEMA_VERSION = 3
 """2: `cost_micros` and `unpriced_requests` were added (absent from version 1 snapshots);

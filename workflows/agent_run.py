@@ -30,10 +30,10 @@ from towline.errors import (
     UnknownAgent,
     UsageLimitExceeded,
 )
-from towline.events import preview
+from towline.events import EventType, preview
 from towline.fleet.routing import Dispatch
 from towline.messages import ModelRequest, UserContent, UserPart, prompt_text
-from towline.results import Counters, PartialRun, RunInput, RunResult, WorkerFacts
+from towline.results import Counters, PartialRun, RunInput, RunResult, RunStatus, WorkerFacts
 from towline.runtime import search_attributes as sa
 from towline.runtime.ledger import MEMO_KEY, to_proto
 from towline.runtime.registry import WorkerAgents, worker_agents
@@ -163,7 +163,7 @@ class AgentRun(RunHandlers):
         run.confirm()
         if inp.resume is None:
             telemetry.run_started(agent.name)
-            emit("run", agent=agent.name, model=run.model, streaming=run.settings.stream,  # streaming
+            emit(EventType.RUN, agent=agent.name, model=run.model, streaming=run.settings.stream,  # streaming
                  prompt=None if inp.prompt is None else preview(prompt_text(inp.prompt)),
                  session=inp.session or None)
         try:
@@ -186,10 +186,10 @@ class AgentRun(RunHandlers):
             except Exception as inner:  # noqa: BLE001 - not even the partial can be built
                 workflow.logger.error("run failed without its partial: %s", inner)
             raise await self._end_stream(failure) from None
-        run.confirm("succeeded")
+        run.confirm(RunStatus.SUCCEEDED)
         telemetry.run_ended(run.started_as, None)
         self._ended = True  # from here on `send` is refused: no answer would ever come
-        emit("result", output=output, counters=run.counters.model_dump(mode="json"))  # streaming
+        emit(EventType.RESULT, output=output, counters=run.counters.model_dump(mode="json"))  # streaming
         await self.stream.close()  # streaming: subscribers' polls return before the run ends
         if at_least(5):  # a message it will not answer (queued as the session went idle) fails
             ended = f" (its session ended: {self.session_end})" if self.session_end else ""
@@ -208,7 +208,7 @@ class AgentRun(RunHandlers):
     async def _end_stream(self, failure: RunFailure) -> RunFailure:
         """Streaming: publish the failure and release subscribers before the run fails; engine
         5: fail the `send`s still waiting with it (`_close_sends`)."""
-        emit("failed", reason=type(failure).__name__, message=failure.message)
+        emit(EventType.FAILED, reason=type(failure).__name__, message=failure.message)
         await self.stream.close()
         if at_least(5):  # a `send` waiting for an answer fails with the run's reason
             await self._close_sends(type(failure).__name__, failure.message)
@@ -256,7 +256,7 @@ class AgentRun(RunHandlers):
     ) -> RunFailure:
         """A run that never started (bad input, unknown agent) still records that it failed."""
         telemetry.run_ended(agent or "", type(failure).__name__)
-        values: list[tuple[SearchAttributeKey[Any], Any]] = [(sa.STATUS, "failed")]
+        values: list[tuple[SearchAttributeKey[Any], Any]] = [(sa.STATUS, RunStatus.FAILED)]
         if agent is not None:
             values.append((sa.AGENT, agent))
         started = sa.values_of(workflow.info().typed_search_attributes) if at_least(2) else {}
@@ -322,7 +322,7 @@ class AgentRun(RunHandlers):
         run.close_unpaired(f"not executed: the run failed ({type(failure).__name__})")
         run.merge_reported_usage()
         run.pending_approvals.clear()
-        run.confirm("failed")
+        run.confirm(RunStatus.FAILED)
         telemetry.run_ended(run.started_as, type(failure).__name__)
         return failure.with_partial(run.fitted_partial())
 
@@ -347,7 +347,7 @@ class AgentRun(RunHandlers):
             if self._should_continue_as_new(run, inp):
                 await self._continue_as_new(run, inp)
             step = run.counters.run_step + 1
-            emit("step", step=step, model=run.model)  # streaming
+            emit(EventType.STEP, step=step, model=run.model)  # streaming
             with telemetry.turn_span(run.agent.name, step):
                 await refresh_mcp_tools(run)
                 if at_least(5):  # engine 5: an instructions function, once per run and agent
@@ -356,7 +356,7 @@ class AgentRun(RunHandlers):
                     outcome = await run_turn(run, step)
                 except Interrupted:  # the request counts; the new message joins the next one
                     run.bump(requests=run.counters.requests + 1)
-                    emit("interrupted", step=step)
+                    emit(EventType.INTERRUPTED, step=step)
                     continue
                 except GuardrailTripped as trip:  # engine 5: in a session, maybe the turn's end
                     output = refused_turn(run, trip, step) if inp.session and at_least(5) else None
@@ -372,7 +372,7 @@ class AgentRun(RunHandlers):
             self._answers.append((self._consumed, output))
             forget_turn(run)  # decisions remembered for the `run` end with its answer
             if inp.session:  # streaming
-                emit("answer", output=output)
+                emit(EventType.ANSWER, output=output)
             if not self._inbox and not await self._next_session_message(run, inp):
                 return output
 

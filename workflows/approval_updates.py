@@ -34,6 +34,7 @@ from .approvals import (
 )
 from .decision_checks import as_decision, check_decisions, decoded
 from .decisions import (
+    DECIDED,
     ApprovalDecision,
     Decision,
     Decisions,
@@ -64,7 +65,6 @@ class ApprovalPolicy(Protocol):
 
 __all__ = ["ApprovalHandlers", "ApprovalPolicy"]
 
-_DONE = {"approve": "approved", "reject": "rejected", "edit": "edited", "respond": "responded"}
 
 
 class ApprovalHandlers(HookApi):
@@ -109,7 +109,7 @@ class ApprovalHandlers(HookApi):
         kind: str = remembered["kind"]
         changes: dict[str, Any] = remembered.get("changes") or {}
         args: dict[str, Any] | None = {**call.args, **changes} if kind == "edit" else None
-        audit(run, {**base, "decision": _DONE[kind], "source": "remembered",
+        audit(run, {**base, "decision": DECIDED[kind], "source": "remembered",
                     "by": remembered.get("by"), "reason": remembered.get("reason"),
                     "remembered_from": remembered.get("call_id"), "args": args,
                     "original_args": call.args if args is not None else None})
@@ -202,7 +202,7 @@ class ApprovalHandlers(HookApi):
                 kind, reason=d.reason, args=args, result=d.result, message=d.message)
             entries.append(audit(run, {
                 "call_id": d.call_id, "tool": entry["tool_name"], "step": entry["run_step"],
-                "decision": kind if client else _DONE[d.kind], "source": "client" if client else "person",
+                "decision": kind if client else DECIDED[d.kind], "source": "client" if client else "person",
                 "by": by, "update_id": update_id, "reason": d.reason, "digest": entry["digest"],
                 "args": args, "original_args": entry["args"] if args is not None else None,
                 "result": d.result if d.kind == "respond" else None, "remember": d.remember,

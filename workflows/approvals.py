@@ -29,7 +29,8 @@ from typing import Any
 from temporalio import workflow
 
 from towline.errors import Cancelled, runtime_failure
-from towline.events import preview
+from towline.events import EventType, preview
+from towline.results import RunStatus
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
@@ -98,7 +99,7 @@ def audit(run: Run, entry: dict[str, Any]) -> dict[str, Any]:
         run.hitl.audit.append(entry)
         del run.hitl.audit[:-AUDIT_KEEP]
     run.hitl.total += 1
-    emit("decision", **{k: preview(v) if k in ("result", "args", "original_args") else v
+    emit(EventType.DECISION, **{k: preview(v) if k in ("result", "args", "original_args") else v
                         for k, v in entry.items() if k != "step"}, step=entry.get("step"))
     return entry
 
@@ -182,8 +183,8 @@ def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
         entry["metadata"] = shown
     run.pending_approvals[call.tool_call_id] = entry
     run.waiting_for = "approval" if kind == "approval" else "tool_result"
-    run.confirm("waiting")
-    emit("approval" if kind == "approval" else "client_tool", step=ctx.run_step,
+    run.confirm(RunStatus.WAITING)
+    emit(EventType.APPROVAL if kind == "approval" else EventType.CLIENT_TOOL, step=ctx.run_step,
          call_id=call.tool_call_id, tool=call.tool_name, args=call.args, digest=digest,
          index=run.hitl.seq, decisions=entry["decisions"],
          **({"metadata": shown} if shown is not None else {}))
@@ -226,4 +227,4 @@ def _settle(run: Run, pending: Pending) -> None:
     run.pending_approvals.pop(pending.call_id, None)
     if not run.pending_approvals:
         run.waiting_for = None
-    run.confirm("waiting" if run.pending_approvals else "running")
+    run.confirm(RunStatus.WAITING if run.pending_approvals else RunStatus.RUNNING)

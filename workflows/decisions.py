@@ -22,19 +22,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from towline.capabilities.approval_rules import DECISION_KINDS, DecisionKind
 
 __all__ = [
     "DecisionKind", "Scope", "Verdict", "ApprovalDecision", "EditDecision", "RespondDecision",
     "Decision", "Decisions", "DenyWith", "PolicyUpdate", "ToolResultInput", "call_digest",
-    "matches", "DECISION_KINDS",
+    "matches", "DECISION_KINDS", "DECIDED",
 ]
 
-DecisionKind = Literal["approve", "reject", "edit", "respond"]
-"""What a reviewer may decide about a call waiting for approval."""
-DECISION_KINDS: tuple[DecisionKind, ...] = ("approve", "reject", "edit", "respond")
+DECIDED: Final[Mapping[str, str]] = {
+    "approve": "approved", "reject": "rejected", "edit": "edited", "respond": "responded",
+}
+"""How the audit trail and `towline approve --json` name a decision of each `DecisionKind`."""
 Scope = Literal["run", "session"]
 """How long a remembered decision lasts: the current turn (`run`: until the run answers the
 message it is working on) or the whole workflow (`session`: every later turn too, across

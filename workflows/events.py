@@ -29,7 +29,7 @@ from temporalio.contrib.workflow_streams import (
     WorkflowStreamState,
 )
 
-from towline.events import EVENTS_TOPIC, response_fields
+from towline.events import EVENTS_TOPIC, EventType, response_fields
 from towline.messages import ModelResponse
 
 __all__ = ["RunStream", "emit", "emit_response", "prior_stream_state", "CARRY_BYTES"]
@@ -58,9 +58,9 @@ class RunStream(WorkflowStream):
         finally:
             self.polls -= 1
 
-    def publish(self, kind: str, **fields: Any) -> None:
+    def publish(self, kind: EventType, **fields: Any) -> None:
         """Append an event of type `kind` (None fields are left out); never fails the run."""
-        event = {"type": kind, **{k: v for k, v in fields.items() if v is not None}}
+        event = {"type": kind.value, **{k: v for k, v in fields.items() if v is not None}}
         try:
             self.topic(EVENTS_TOPIC).publish(event)
         except Exception as e:  # noqa: BLE001 - a value the converter refuses: the event is dropped
@@ -85,7 +85,7 @@ class RunStream(WorkflowStream):
         return state
 
 
-def emit(kind: str, **fields: Any) -> None:
+def emit(kind: EventType, **fields: Any) -> None:
     """Publish an event of the running `AgentRun` (nothing outside one)."""
     stream = getattr(workflow.instance(), "stream", None)
     if isinstance(stream, RunStream):
@@ -94,7 +94,7 @@ def emit(kind: str, **fields: Any) -> None:
 
 def emit_response(step: int, response: ModelResponse) -> None:
     """Publish the `response` event of a committed turn (`towline.events.response_fields`)."""
-    emit("response", **response_fields(step, response))
+    emit(EventType.RESPONSE, **response_fields(step, response))
 
 
 def prior_stream_state(args: Sequence[Any]) -> WorkflowStreamState | None:

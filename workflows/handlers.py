@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from towline.events import preview
+from towline.events import EventType, preview
 from towline.messages import (
     MESSAGES,
     ModelRequest,
@@ -23,7 +23,7 @@ from towline.messages import (
     UserPart,
     prompt_text,
 )
-from towline.results import RunInput
+from towline.results import RunInput, RunStatus
 from towline.runtime.request_chain import REQUEST_INPUT_QUERY, RequestBook, RequestQuery
 from towline.runtime.request_refs import REQUEST_QUERY
 
@@ -102,7 +102,7 @@ class RunHandlers(ApprovalHandlers):
         engine4 = at_least(4)  # what the run waits for: in its memo, details and timeline
         if engine4:
             run.waiting_for = "message"
-        run.confirm("waiting")
+        run.confirm(RunStatus.WAITING)
         try:
             await workflow.wait_condition(
                 lambda: bool(self._inbox) or self._cancelled or self._ending,
@@ -121,13 +121,13 @@ class RunHandlers(ApprovalHandlers):
         if not self._inbox:  # `end`: the session is over, with its last answer as output
             self.session_end = "request"
             return False
-        run.confirm("running")
+        run.confirm(RunStatus.RUNNING)
         return True
 
     def _drain_inbox(self, run: Run) -> None:
         while self._inbox:
             content = self._inbox.pop(0)
-            emit("user", content=preview(prompt_text(content)))  # streaming
+            emit(EventType.USER, content=preview(prompt_text(content)))  # streaming
             run.append(ModelRequest(parts=[UserPart(content=content)]))
             self._consumed += 1
 
@@ -170,7 +170,7 @@ class RunHandlers(ApprovalHandlers):
         if (too_large := _too_large(self._run, _message(message), self._inbox)) is not None:
             raise ValueError(too_large)
         run = self._run
-        if self._on_busy == "reject" and (run is None or run.status != "waiting"
+        if self._on_busy == "reject" and (run is None or run.status != RunStatus.WAITING
                                           or run.waiting_for != "message"):
             raise ValueError("the run is busy: it takes a message once it has answered "
                              "(on_busy=reject); send it again then")
@@ -192,7 +192,7 @@ class RunHandlers(ApprovalHandlers):
         remembered decisions, the audit trail and the handoffs so far."""
         run = self._run
         if run is None:
-            return {"agent": None, "status": "starting", "counters": None, "usage": None,
+            return {"agent": None, "status": RunStatus.STARTING, "counters": None, "usage": None,
                     "pending_approvals": {}, "state": {}, "waiting_for": None, "remembered": [],
                     "policy": {}, "decisions": [], "decisions_total": 0, "handoffs": []}
         return {
@@ -202,7 +202,7 @@ class RunHandlers(ApprovalHandlers):
             "usage": run.usage.model_dump(mode="json"),
             "pending_approvals": run.pending_approvals,
             "state": run.state,
-            "waiting_for": run.waiting_for if run.status == "waiting" else None,
+            "waiting_for": run.waiting_for if run.status == RunStatus.WAITING else None,
             "remembered": run.hitl.remembered, "policy": run.hitl.policy,
             "decisions": run.hitl.audit, "decisions_total": run.hitl.total,
         }

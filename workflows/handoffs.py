@@ -26,6 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from towline.agent import Agent
 from towline.capabilities.base import is_activity
 from towline.errors import CapabilityViolation, ToolError, UnknownAgent, runtime_failure
+from towline.events import EventType
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart
 from towline.results import HandoffRecord
 from towline.runtime.registry import WorkerAgents
@@ -85,7 +86,7 @@ async def complete(run: Run, worker: WorkerAgents) -> None:
         await _called(pending.on_handoff, record, f"Handoff({target.name}).on_handoff")
     become(run, target)
     run.handoffs.append(record)
-    emit("handoff", step=record.step, from_agent=record.from_agent, to_agent=record.to_agent,
+    emit(EventType.HANDOFF, step=record.step, from_agent=record.from_agent, to_agent=record.to_agent,
          call_id=record.call_id, path=agent_path(run))
     run.confirm()
 

@@ -20,8 +20,9 @@ from temporalio import workflow
 
 from towline.agent import Agent
 from towline.errors import Cancelled, InternalError, UsageLimitExceeded, runtime_failure
+from towline.events import EventType
 from towline.messages import Message, Usage
-from towline.results import Counters
+from towline.results import Counters, RunStatus
 from towline.telemetry import tracing as telemetry
 from towline.tools import ToolCall, ToolContext
 
@@ -44,8 +45,8 @@ class RunView:
     """The run's id (the first execution's workflow id)."""
     counters: Counters
     """The confirmed counters (frozen)."""
-    status: str
-    """running, waiting, succeeded or failed."""
+    status: RunStatus
+    """running, waiting, succeeded or failed (a `RunStatus`, a `str`)."""
     state: dict[str, Any]
     """A copy of the committed contributed state."""
 
@@ -79,8 +80,8 @@ class HookApi:
             "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
             "requested_at": workflow.now().isoformat(),
         }
-        run.confirm("waiting")
-        emit("approval", step=ctx.run_step, call_id=call_id, tool=call.tool_name, args=call.args)
+        run.confirm(RunStatus.WAITING)
+        emit(EventType.APPROVAL, step=ctx.run_step, call_id=call_id, tool=call.tool_name, args=call.args)
         asked = workflow.now()
         try:
             await workflow.wait_condition(
@@ -98,10 +99,10 @@ class HookApi:
     def _settle(self, run: Run, call_id: str, decision: ApprovalDecision | None) -> ApprovalDecision | None:
         outcome = ("timed_out" if decision is None
                    else "approved" if call_id in self._approved else "rejected")
-        emit("decision", call_id=call_id, decision=outcome,  # streaming
+        emit(EventType.DECISION, call_id=call_id, decision=outcome,  # streaming
              reason=decision.reason if decision is not None else "approval timed out")
         run.pending_approvals.pop(call_id, None)
-        run.confirm("waiting" if run.pending_approvals else "running")
+        run.confirm(RunStatus.WAITING if run.pending_approvals else RunStatus.RUNNING)
         return decision
 
     def authority(self) -> frozenset[str]:

@@ -23,7 +23,15 @@ from towline.activities.io import MODEL_ACTIVITY, ModelActivityInput
 from towline.errors import PayloadTooLarge, runtime_failure
 from towline.messages import Message, ModelResponse
 from towline.native_tools import NATIVE_TOOLS, NativeTool
-from towline.options import ModelSettings, OutputMode
+from towline.options import (
+    MODEL_HEARTBEAT_TIMEOUT,
+    MODEL_POLL_INTERVAL,
+    MODEL_POLL_MAX_INTERVAL,
+    MODEL_TIMEOUT,
+    ModelSettings,
+    OutputMode,
+    model_retry_policy,
+)
 from towline.runtime.request_chain import RequestBook, RequestDefinitions
 from towline.tools import ToolDefinition
 
@@ -34,8 +42,12 @@ from .versions import at_least
 
 __all__ = ["call_model", "request_model", "DEFAULT_HEARTBEAT_TIMEOUT", "ModelCall"]
 
-DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""How long a model activity may go without a heartbeat before Temporal retries it."""
+DEFAULT_HEARTBEAT_TIMEOUT = MODEL_HEARTBEAT_TIMEOUT
+"""How long a model activity may go without a heartbeat before Temporal retries it
+(`towline.options.MODEL_HEARTBEAT_TIMEOUT`, under its older name)."""
+_ENGINE_4_RETRY_MAX_ATTEMPTS = 5
+"""What a call without a retry policy was given before engine 5 (Temporal's other defaults:
+up to 100 s between attempts, not `model_retry_policy`'s 30 s)."""
 
 
 async def call_model(
@@ -51,11 +63,11 @@ async def call_model(
     run_step: int = 0,
     agent: str = "",
     summary: str | None = None,
-    timeout: timedelta = timedelta(minutes=10),
+    timeout: timedelta = MODEL_TIMEOUT,
     retry_policy: RetryPolicy | None = None,
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
-    poll_interval: timedelta = timedelta(seconds=5),
-    poll_max_interval: timedelta = timedelta(minutes=2),
+    poll_interval: timedelta = MODEL_POLL_INTERVAL,
+    poll_max_interval: timedelta = MODEL_POLL_MAX_INTERVAL,
     background_timeout: timedelta = BACKGROUND_TIMEOUT,
 ) -> ModelResponse:
     """Call `model` durably (one activity). Raises `ModelRequestFailed` if it fails for good
@@ -63,6 +75,8 @@ async def call_model(
 
     The activity heartbeats while it waits for the provider, so a worker that dies
     mid-request is noticed after `heartbeat_timeout` and the request retried elsewhere.
+    The defaults are the agent's (`towline.options`); no `retry_policy` takes
+    `model_retry_policy()`, as `Agent.model_retry_policy` does (engine 5).
 
     `output_mode` and `output_schema` (the output's JSON schema, in the `native` and
     `prompted` modes) reach the model in its `ModelInfo`, as do `native_tools` (the
@@ -97,11 +111,11 @@ async def request_model(
     run_step: int = 0,
     agent: str = "",
     summary: str | None = None,
-    timeout: timedelta = timedelta(minutes=10),
+    timeout: timedelta = MODEL_TIMEOUT,
     retry_policy: RetryPolicy | None = None,
     heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
-    poll_interval: timedelta = timedelta(seconds=5),
-    poll_max_interval: timedelta = timedelta(minutes=2),
+    poll_interval: timedelta = MODEL_POLL_INTERVAL,
+    poll_max_interval: timedelta = MODEL_POLL_MAX_INTERVAL,
     background_timeout: timedelta = BACKGROUND_TIMEOUT,
     max_requests: int | None = None,
     answered: Callable[[ModelResponse], None] | None = None,
@@ -120,7 +134,7 @@ async def request_model(
         model=model, run_step=run_step, agent=agent,
         summary=summary or _summary(model, run_step, native_tools or []),
         output_tools=[t.name for t in output_tools or []],
-        timeout=timeout, retry_policy=retry_policy or RetryPolicy(maximum_attempts=5),
+        timeout=timeout, retry_policy=retry_policy or _default_retry_policy(),
         heartbeat_timeout=heartbeat_timeout, poll_interval=poll_interval,
         poll_max_interval=poll_max_interval, max_requests=max_requests,
         background_timeout=background_timeout,
@@ -135,6 +149,15 @@ async def request_model(
     if not at_least(4):  # older runs took a paused turn as it came
         return ModelCall(response.model_copy(update={"suspended": None}), 1, response.usage)
     return await complete(plan, messages, response, send, answered)
+
+
+def _default_retry_policy() -> RetryPolicy:
+    """The retry policy of a call that names none (a hook's, a built-in capability's): the
+    agent's default (engine 5); before, only `maximum_attempts` was set (the runs recorded
+    then keep the policy they scheduled)."""
+    if at_least(5):
+        return model_retry_policy()
+    return RetryPolicy(maximum_attempts=_ENGINE_4_RETRY_MAX_ATTEMPTS)
 
 
 def _summary(model: str, step: int, native: list[NativeTool]) -> str:

@@ -25,7 +25,7 @@ from towline.errors import PayloadTooLarge, UsageLimitExceeded, runtime_failure
 from towline.mcp import MCPToolSpec
 from towline.messages import Message, ModelRequest, ModelResponse, ToolReturnPart, Usage
 from towline.options import COST_MAX, INT64_MAX, Limits, ModelSettings
-from towline.results import Counters, HandoffRecord, PartialRun
+from towline.results import Counters, HandoffRecord, PartialRun, RunStatus
 from towline.runtime import search_attributes as sa
 from towline.runtime.ledger import MEMO_KEY, RunCounters, from_proto, to_proto
 from towline.runtime.payloads import PAYLOAD_LIMIT, payload_size
@@ -107,7 +107,7 @@ class Run:
     state: dict[str, Any]
     counters: Counters
     usage: Usage = field(default_factory=Usage)
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     allowed_tools: frozenset[str] | None = None
     registered_attributes: frozenset[str] = frozenset()
     pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
@@ -247,7 +247,7 @@ class Run:
         self.messages.append(message)
         return message
 
-    def confirm(self, status: str | None = None) -> None:
+    def confirm(self, status: RunStatus | None = None) -> None:
         """A confirmed transition: upsert what changed of the visible counters (memo and search
         attributes) when they are due, and show the counters in the current details.
 
@@ -274,7 +274,7 @@ class Run:
             memo[STATE_MEMO] = state_snapshot(self.state, workflow.payload_converter())
             self.recorded_state = copy.deepcopy(self.state)
         if due:  # engine 4: the trail and the waiting reason follow the ledger memo's cadence
-            waiting = self.waiting_for if self.status == "waiting" else None
+            waiting = self.waiting_for if self.status == RunStatus.WAITING else None
             trail, self.hitl.recorded = trail_memo(self.hitl, waiting)
             memo.update(trail)
         if memo:

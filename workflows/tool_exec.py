@@ -36,7 +36,7 @@ from towline.errors import (
     is_runtime_failure,
     runtime_failure,
 )
-from towline.events import tool_end_fields
+from towline.events import EventType, tool_end_fields
 from towline.messages import ModelResponse, ToolCallPart, ToolReturnPart, ToolReturnStatus, Usage
 from towline.runtime.escapes import UserCodeExit, raised_name
 from towline.telemetry import tracing as telemetry
@@ -304,7 +304,7 @@ async def _run_streamed(
     """Streaming: `_run_one` (and the `before_tool_return` hooks) between its `tool_start` and
     `tool_end` events, which shows what the model is shown."""
     batch.started.add(c.index)
-    emit("tool_start", step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
+    emit(EventType.TOOL_START, step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
          args=c.call.args)
     status, content, usage = await run_one(run, c)
     c.ran = status
@@ -316,7 +316,7 @@ async def _run_streamed(
 
 
 def _emit_end(step: int, ret: ToolReturnPart) -> None:
-    emit("tool_end", **tool_end_fields(step, ret))
+    emit(EventType.TOOL_END, **tool_end_fields(step, ret))
 
 
 def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:

@@ -42,7 +42,8 @@ from towline.cli.runstate import (
     task_failure,
     workers_polling,
 )
-from towline.results import Counters
+from towline.results import Counters, RunStatus
+from towline.runtime import search_attributes as attribute
 from towline.workflows.waiting import WAITING_MEMO
 
 __all__ = [
@@ -64,9 +65,10 @@ SCAN_LIMIT = 1000
 """At most this many live runs are described (stuck) or queried (pending) per command."""
 _CONCURRENCY = 16
 
+_STATUS = attribute.STATUS.name
 _STATUS_QUERIES = {
-    "running": 'ExecutionStatus = "Running" AND (TowlineStatus IS NULL OR TowlineStatus != "waiting")',
-    "waiting": 'ExecutionStatus = "Running" AND TowlineStatus = "waiting"',
+    "running": f'ExecutionStatus = "Running" AND ({_STATUS} IS NULL OR {_STATUS} != "waiting")',
+    "waiting": f'ExecutionStatus = "Running" AND {_STATUS} = "waiting"',
     "succeeded": 'ExecutionStatus = "Completed"',
     "failed": 'ExecutionStatus = "Failed"',
     "terminated": 'ExecutionStatus = "Terminated"',
@@ -92,9 +94,9 @@ def runs_query(
     if live:
         parts.append('ExecutionStatus = "Running"')
     if agent:
-        parts.append(f"TowlineAgent = {quoted(agent)}")
+        parts.append(f"{attribute.AGENT.name} = {quoted(agent)}")
     if version:
-        parts.append(f"TowlineAgentVersion = {quoted(version)}")
+        parts.append(f"{attribute.AGENT_VERSION.name} = {quoted(version)}")
     if schedule:  # Temporal sets it on every run a schedule starts
         parts.append(f"TemporalScheduledById = {quoted(schedule)}")
     if status:
@@ -139,15 +141,15 @@ class RunRow:
             return value if isinstance(value, int) else None
 
         return cls(
-            workflow_id=execution.id, run_id=execution.run_id, agent=found.get("TowlineAgent"),
-            status=status_name(execution.status, found.get("TowlineStatus")),
-            run_step=figure("TowlineRunStep", counters and counters.run_step),
-            tool_calls=figure("TowlineToolCalls", counters and counters.tool_calls),
-            total_tokens=figure("TowlineTotalTokens", counters and counters.total_tokens),
+            workflow_id=execution.id, run_id=execution.run_id, agent=found.get(attribute.AGENT.name),
+            status=status_name(execution.status, found.get(attribute.STATUS.name)),
+            run_step=figure(attribute.RUN_STEP.name, counters and counters.run_step),
+            tool_calls=figure(attribute.TOOL_CALLS.name, counters and counters.tool_calls),
+            total_tokens=figure(attribute.TOTAL_TOKENS.name, counters and counters.total_tokens),
             cost_micros=cost_micros(found, counters),
             started=execution.start_time, closed=execution.close_time,
             task_queue=execution.task_queue,
-            agent_version=found.get("TowlineAgentVersion") or (counters and counters.agent_version),
+            agent_version=found.get(attribute.AGENT_VERSION.name) or (counters and counters.agent_version),
             waiting_for=await _waiting_for(execution),
         )
 
@@ -179,7 +181,7 @@ class RunRow:
     @property
     def shown_status(self) -> str:
         """The status as `towline runs` prints it: `waiting` says what for."""
-        return f"waiting: {self.waiting_for}" if self.status == "waiting" and self.waiting_for \
+        return f"waiting: {self.waiting_for}" if self.status == RunStatus.WAITING and self.waiting_for \
             else self.status
 
 

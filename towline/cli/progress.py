@@ -25,7 +25,7 @@ from towline.cli.render import (
 )
 from towline.events import thinking_text
 from towline.messages import Message, ModelRequest, ModelResponse
-from towline.results import HandoffRecord
+from towline.results import HandoffRecord, RunStatus
 from towline.tools import Tool
 
 __all__ = ["Progress", "Session"]
@@ -47,7 +47,7 @@ class Progress:
         """Dim the thinking (progress goes to stderr: a terminal?)."""
         self.printed: set[str] = set()
         self.step = 0
-        self.status = "running"
+        self.status: str = RunStatus.RUNNING
         self.announced: set[str] = set()
         self.approving = False
         self.returned: dict[str, int] = {}
@@ -145,7 +145,7 @@ class Progress:
         """Say `resumed` when the run goes on after an approval it waited for: called before
         the poll's messages are printed, so it comes before the allowed call's return."""
         status = str(state.get("status", self.status))
-        if self.approving and self.status == "waiting" and status == "running":
+        if self.approving and self.status == RunStatus.WAITING and status == RunStatus.RUNNING:
             self._say("resumed")
             self.approving = False
 
@@ -170,7 +170,7 @@ class Session:
 
     def observe(self, state: dict[str, Any], messages: list[Message]) -> None:
         """Print the first answer when the session first waits for a message."""
-        if self.answered or state.get("status") != "waiting" or state.get("pending_approvals"):
+        if self.answered or state.get("status") != RunStatus.WAITING or state.get("pending_approvals"):
             return
         if not any(isinstance(m, ModelResponse) for m in messages):
             return

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
@@ -26,9 +26,11 @@ from towline.cli.runstate import QUERY_TIMEOUT, query_state
 from towline.cli.steer import accepted_update, live_run, refused, require_worker, wait_option
 from towline.review import CallNotFound, PendingCall, calls_in_state, decision, pick
 
+if TYPE_CHECKING:
+    from towline.capabilities.approval_rules import DecisionKind
+
 __all__ = ["review_command", "policy_command", "register", "parse_json", "parse_rule"]
 
-_DONE = {"approve": "approved", "reject": "rejected", "edit": "edited", "respond": "responded"}
 _CLIENT_ANSWERS = {"result": "gave the result of", "error": "gave the error of",
                    "retry": "asked the model to retry"}
 """How a client tool call's answer is reported (`tool_result`'s `result`, `error`, `retry`)."""
@@ -65,7 +67,7 @@ async def _send(handle: WorkflowHandle[Any, Any], desc: Any, client: Any, name: 
         raise refused(name, handle.id, e) from None
 
 
-def _decisions(args: Any, kind: str, calls: list[PendingCall]) -> list[Any]:
+def _decisions(args: Any, kind: DecisionKind, calls: list[PendingCall]) -> list[Any]:
     if args.all:
         if args.call:
             raise CliError("give a call or --all, not both", 2)
@@ -99,7 +101,7 @@ def _decisions(args: Any, kind: str, calls: list[PendingCall]) -> list[Any]:
     return [(c, decision(c, kind, **options)) for c in chosen]
 
 
-def _single(kind: str, c: PendingCall, d: Any, by: str | None, *, error: str | None = None,
+def _single(kind: DecisionKind, c: PendingCall, d: Any, by: str | None, *, error: str | None = None,
             retry: str | None = None) -> tuple[str, Any]:
     """The update (and its argument) for one decision on `c` (`error` / `retry`: a client
     tool's call answered with the error it failed with, or a request to call it again)."""
@@ -137,7 +139,7 @@ def _single(kind: str, c: PendingCall, d: Any, by: str | None, *, error: str | N
 
 async def review_command(args: Any) -> int:
     """`towline approve|reject|edit|respond WORKFLOW_ID [CALL]`."""
-    kind: str = args.command
+    kind: DecisionKind = args.command  # the command is named after its decision
     client, _ = await connected(args)
     handle, desc = await live_run(client, args.workflow_id, kind)
     await require_worker(client, desc, kind)
@@ -166,12 +168,14 @@ async def review_command(args: Any) -> int:
                                          Decisions(decisions=[d for _, d in chosen], by=args.by),
                                          max(deadline - loop.time(), 0.0), args.wait)
     else:
+        from towline.workflows.decisions import DECIDED
+
         [(c, d)] = chosen
         name, arg = _single(kind, c, d, args.by, error=getattr(args, "error", None),
                             retry=getattr(args, "retry", None))
         await _send(handle, desc, client, name, arg, max(deadline - loop.time(), 0.0), args.wait)
         entries = [{"call_id": c.call_id, "tool": c.tool_name,
-                    "decision": arg.answer if name == "tool_result" else _DONE[kind]}]
+                    "decision": arg.answer if name == "tool_result" else DECIDED[kind]}]
     if args.json:
         print_json(entries)
         return 0

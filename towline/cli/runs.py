@@ -30,6 +30,7 @@ from towline.cli.listing import (
     stuck_runs,
 )
 from towline.cli.render import arguments, duration, inline, money, print_json, short, table, when
+from towline.results import RunStatus
 
 __all__ = ["runs_lines", "stuck_lines", "pending_lines", "runs_command", "pending_command", "register"]
 
@@ -137,7 +138,7 @@ async def pending_command(args: Any) -> int:
     """`towline pending`."""
     client, _ = await connected(args)
     now = datetime.now(UTC)
-    query = runs_query(agent=args.agent, status="waiting", query=args.query)
+    query = runs_query(agent=args.agent, status=RunStatus.WAITING, query=args.query)
     scan = await pending_approvals(client, query, args.limit)
     for workflow_id, why in scan.unanswered:
         print(f"note: no answer from run {workflow_id!r}: {why}", file=sys.stderr)

@@ -42,8 +42,9 @@ from towline.cli.stalled import TaskFailure, waits_on_nothing
 from towline.client import run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
-from towline.results import Counters, HandoffRecord, RunResult
+from towline.results import Counters, HandoffRecord, RunResult, RunStatus
 from towline.review import PendingCall, calls_in_state
+from towline.runtime import search_attributes as attribute
 from towline.runtime.ledger import MEMO_KEY, decode_counters
 from towline.timetravel.lineage import ForkedFrom, lineage_in
 from towline.workflows.waiting import DECISIONS_MEMO, WAITING_MEMO
@@ -55,7 +56,7 @@ __all__ = [
     "workers_polling", "RunDetails", "read_run", "memo_json",
 ]
 
-COST_ATTRIBUTE = "TowlineCostMicros"
+COST_ATTRIBUTE = attribute.COST_MICROS.name
 """Search attribute with a run's spend in millionths of a US dollar (absent when unknown)."""
 QUERY_TIMEOUT = timedelta(seconds=5)
 """How long a query may wait for a worker to answer."""
@@ -73,10 +74,10 @@ def attributes(typed: TypedSearchAttributes) -> dict[str, Any]:
 def status_name(status: WorkflowExecutionStatus | None, towline_status: str | None) -> str:
     """A run's status as towline names it: running/waiting while live, else how it closed."""
     if status is None or status == WorkflowExecutionStatus.RUNNING:
-        return "waiting" if towline_status == "waiting" else "running"
+        return RunStatus.WAITING if towline_status == RunStatus.WAITING else RunStatus.RUNNING
     return {
-        WorkflowExecutionStatus.COMPLETED: "succeeded",
-        WorkflowExecutionStatus.FAILED: "failed",
+        WorkflowExecutionStatus.COMPLETED: RunStatus.SUCCEEDED,
+        WorkflowExecutionStatus.FAILED: RunStatus.FAILED,
         WorkflowExecutionStatus.TERMINATED: "terminated",
         WorkflowExecutionStatus.CANCELED: "cancelled",
         WorkflowExecutionStatus.TIMED_OUT: "timed-out",
@@ -158,7 +159,7 @@ async def describe_run(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDes
 
 async def agent_name(client: Client, desc: WorkflowExecutionDescription) -> str | None:
     """The run's agent: its search attribute, or the input (a run no worker has started yet)."""
-    name = attributes(desc.typed_search_attributes).get("TowlineAgent")
+    name = attributes(desc.typed_search_attributes).get(attribute.AGENT.name)
     if isinstance(name, str):
         return name
     request = GetWorkflowExecutionHistoryRequest(
@@ -362,8 +363,8 @@ async def read_run(client: Client, workflow_id: str) -> RunDetails:
         workflow_id=desc.id, run_id=desc.run_id,
         first_run_id=desc.raw_description.workflow_execution_info.first_run_id or None,
         execution_status=desc.status.name if desc.status is not None else "UNKNOWN",
-        status=status_name(desc.status, found.get("TowlineStatus")),
-        agent=found.get("TowlineAgent"), task_queue=desc.task_queue,
+        status=status_name(desc.status, found.get(attribute.STATUS.name)),
+        agent=found.get(attribute.AGENT.name), task_queue=desc.task_queue,
         started=desc.start_time, closed=desc.close_time,
         counters=memo, memo=memo,
         forked_from=lineage_in(desc.raw_info.memo.fields),

@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 
+from towline.results import RunStatus
 from towline.runtime.search_attributes import STATUS
 
 __all__ = ["NOTHING_PENDING", "TaskFailure", "waits_on_nothing"]
@@ -64,7 +65,7 @@ async def waits_on_nothing(
     waits on something (runs whose `TowlineStatus` is `waiting` wait for a person)."""
     status = desc.typed_search_attributes.get(STATUS)
     raw = desc.raw_description
-    if (desc.status != WorkflowExecutionStatus.RUNNING or status != "running"
+    if (desc.status != WorkflowExecutionStatus.RUNNING or status != RunStatus.RUNNING
             or raw.HasField("pending_workflow_task") or raw.pending_activities
             or raw.pending_children or raw.pending_nexus_operations):
         return None

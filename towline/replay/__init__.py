@@ -35,6 +35,7 @@ from temporalio.workflow import NondeterminismError
 from towline.agent import Agent
 from towline.encryption.codec import EncryptionCodec
 from towline.replay.requests import RequestJournal, first_mismatch, recorded_requests
+from towline.runtime import search_attributes as attribute
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import counters_from_history
 from towline.runtime.plugin import TowlinePlugin
@@ -185,7 +186,7 @@ def runs_query(agents: Sequence[Agent], query: str | None = None) -> str:
     """The list filter of the runs of `agents` (and their sub-agents), narrowed by `query`."""
     names = sorted({a.name for agent in agents for a in agent.all_agents()})
     quoted = ", ".join(json.dumps(n) for n in names)
-    parts = ['WorkflowType = "AgentRun"', f"TowlineAgent IN ({quoted})"]
+    parts = ['WorkflowType = "AgentRun"', f"{attribute.AGENT.name} IN ({quoted})"]
     if query and query.strip():
         parts.append(f"({query})")
     return " AND ".join(parts)

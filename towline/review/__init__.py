@@ -22,13 +22,16 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.errors import DecisionNotDelivered
 from towline.review.delivery import ACCEPT_WAIT, deliver
+
+if TYPE_CHECKING:
+    from towline.capabilities.approval_rules import DecisionKind
 
 __all__ = ["PendingCall", "calls_in_state", "pending", "pick", "decide", "approve", "reject", "edit", "respond",
            "approve_all", "reject_all", "set_policy", "tool_result", "CallNotFound"]
@@ -158,7 +161,7 @@ def pick(calls: Sequence[PendingCall], ref: str | int | None) -> PendingCall:
     raise CallNotFound(f"no tool call {text!r} is waiting for approval (waiting: {waiting})")
 
 
-def decision(call: PendingCall, kind: str, *, reason: str | None = None,
+def decision(call: PendingCall, kind: DecisionKind, *, reason: str | None = None,
              args: Mapping[str, Any] | None = None, result: Any = None,
              remember: Scope | None = None, pattern: Mapping[str, Any] | None = None,
              message: str | None = None) -> Any:
@@ -166,7 +169,7 @@ def decision(call: PendingCall, kind: str, *, reason: str | None = None,
     for the model)."""
     from towline.workflows import Decision
 
-    return Decision(kind=kind, call_id=call.call_id, digest=call.digest, reason=reason,  # pyright: ignore[reportArgumentType]
+    return Decision(kind=kind, call_id=call.call_id, digest=call.digest, reason=reason,
                     message=message,
                     args=dict(args) if args is not None else None, result=result,
                     remember=remember, pattern=dict(pattern) if pattern is not None else None)
@@ -189,7 +192,7 @@ async def _decide(handle: WorkflowHandle[Any, Any], decisions: Sequence[Any], by
     return entries
 
 
-async def _one(handle: WorkflowHandle[Any, Any], call: str | int | None, kind: str, *,
+async def _one(handle: WorkflowHandle[Any, Any], call: str | int | None, kind: DecisionKind, *,
                by: str | None, wait: float | None, **options: Any) -> dict[str, Any]:
     calls, left = await _read(handle, kind, wait)
     target = pick(calls, call)
@@ -241,7 +244,7 @@ async def respond(handle: WorkflowHandle[Any, Any], call: str | int | None, resu
                       remember=remember, pattern=pattern, wait=wait)
 
 
-async def _all(handle: WorkflowHandle[Any, Any], kind: str, reason: str | None,
+async def _all(handle: WorkflowHandle[Any, Any], kind: DecisionKind, reason: str | None,
                by: str | None, wait: float | None,
                message: str | None = None) -> list[dict[str, Any]]:
     read, left = await _read(handle, kind, wait)

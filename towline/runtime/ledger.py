@@ -32,6 +32,7 @@ from towline.results import Counters
 __all__ = [
     "MEMO_KEY",
     "RunCounters",
+    "RECORD_FIELDS",
     "to_proto",
     "from_proto",
     "decode_counters",
@@ -52,23 +53,14 @@ HEADER_ENGINE = 4
 """The engine version from which runs carry `HEADER_KEY` (and write the memo sparsely)."""
 
 
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in RunCounters.DESCRIPTOR.fields)
+"""The fields of a ledger record, as `ledger.proto` (the wire definition) declares them; they
+are `Counters`' fields, one for one (a test checks)."""
+
+
 def to_proto(counters: Counters) -> RunCounters:
-    """The ledger record of `counters`."""
-    return RunCounters(
-        tool_retries=dict(counters.tool_retries),
-        output_retries_used=counters.output_retries_used,
-        run_step=counters.run_step,
-        tool_calls=counters.tool_calls,
-        max_steps=counters.max_steps,
-        output_retries=counters.output_retries,
-        requests=counters.requests,
-        input_tokens=counters.input_tokens,
-        output_tokens=counters.output_tokens,
-        schema_version=counters.schema_version,
-        cost_micros=counters.cost_micros,
-        unpriced_requests=counters.unpriced_requests,
-        agent_version=counters.agent_version,
-    )
+    """The ledger record of `counters` (an unset optional field: None, left out)."""
+    return RunCounters(**{name: getattr(counters, name) for name in RECORD_FIELDS})
 
 
 def from_proto(record: RunCounters) -> Counters:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from starlette.responses import JSONResponse
@@ -27,6 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from towline.review import PendingCall, calls_in_state
 from towline.review.delivery import deliver
 from towline.serve.waits import ToolFailed
+from towline.workflows.decisions import DecisionKind
 
 __all__ = ["UPDATE_WAIT", "MAX_DECISION_BYTES", "DecisionBody", "decision_update", "send_decision", "pending_calls",
            "send_resume", "send_results", "error", "short", "failure_reason", "rpc_refusal",
@@ -40,8 +41,6 @@ MAX_DECISION_BYTES: Final = 1024 * 1024
 run's history, and Temporal refuses a payload over 2 MB (failing the workflow task that accepts
 it, and aborting the update); half of that leaves room for the rest of the task."""
 
-Kind = Literal["approve", "reject", "edit", "respond"]
-
 
 class DecisionBody(BaseModel):
     """The body of `POST /runs/{id}/approvals/{call_id}`: `{"decision": KIND, ...}` (or the
@@ -49,7 +48,7 @@ class DecisionBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decision: Kind | None = None
+    decision: DecisionKind | None = None
     """approve, reject, edit (with `args`) or respond (with `result`)."""
     approved: bool | None = None
     """The short form: approve (true) or reject (false)."""
@@ -92,7 +91,7 @@ class DecisionBody(BaseModel):
         return self
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> DecisionKind:
         """The decision's kind."""
         if self.decision is not None:
             return self.decision

@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ag_ui.core import Interrupt, Message, ResumeEntry, RunAgentInput, ToolMessage, UserMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from towline.review import PendingCall
 from towline.serve.agui_input import InputError, content_text, history, user_text
+from towline.workflows.decisions import DecisionKind
 
 __all__ = ["INTERRUPT_REASON", "Resume", "ToolResults", "ToolFailed", "NewMessage", "TurnInput", "interrupt",
            "interrupt_id", "parse_interrupt_id", "turn_input", "response_schema"]
@@ -40,7 +41,7 @@ class ResumePayload(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decision: Literal["approve", "reject", "edit", "respond"]
+    decision: DecisionKind
     """What the reviewer decided (one of the interrupt's `metadata.towline.decisions`)."""
     reason: str | None = None
     """Recorded with the decision; told to the model on a rejection (unless `message` is)."""
