@@ -19,6 +19,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 import temporalio.client
+from durable_agents import WorkerProcess
 from forkserver import launcher_env
 from ports import free_port
 from temporalio.testing import WorkflowEnvironment
@@ -71,6 +72,18 @@ def target(env: WorkflowEnvironment) -> str:
 def namespace(env: WorkflowEnvironment) -> str:
     """The namespace the session server's client uses (search attributes are registered)."""
     return env.client.namespace
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """The test's worker processes (`durable_agents.WorkerProcess`, appended by the test): all
+    killed at its end, the first one's log printed (shown when the test failed)."""
+    made: list[WorkerProcess] = []
+    yield made
+    for w in made:
+        w.kill()
+    if made:
+        print(made[0].log())
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Waiting for what a run with people in the loop shows: a probe that comes true, and a number
-of calls pending (`towline.review.pending`)."""
+of calls pending (`towline.review.pending`); and ending a run a test left running."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from temporalio.client import WorkflowHandle
 
 from towline.review import pending
 
-__all__ = ["eventually", "waiting"]
+__all__ = ["eventually", "waiting", "stop"]
 
 
 async def eventually(probe: Callable[[], Awaitable[Any]], what: str, tries: int = 600) -> Any:
@@ -32,3 +32,10 @@ async def waiting(handle: WorkflowHandle[Any, Any], n: int) -> list[Any]:
         return calls if len(calls) == n else None
     found: list[Any] = await eventually(probe, f"{n} pending calls")
     return found
+
+
+async def stop(handle: WorkflowHandle[Any, Any]) -> None:
+    """End a run the test left running (a wedged one, on the old code)."""
+    desc = await handle.describe()
+    if desc.status is not None and desc.status.name == "RUNNING":
+        await handle.terminate("test over")

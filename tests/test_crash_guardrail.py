@@ -12,7 +12,7 @@ worker; the run's workflow replays and goes on waiting for both. Then the guardr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from uuid import uuid4
 
@@ -33,17 +33,6 @@ pytestmark = pytest.mark.timeout(90)
 async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
     """A client with towline's data converter (the workers run elsewhere)."""
     yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    """The test's worker processes: all killed at the end, their log shown on failure."""
-    made: list[WorkerProcess] = []
-    yield made
-    for w in made:
-        w.kill()
-    if made:
-        print(made[0].log())
 
 
 async def _started(root: Path, names: set[str], timeout: float = 30) -> None:

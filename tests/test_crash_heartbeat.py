@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -45,16 +45,6 @@ OLD_TIMEOUT = 300.0
 @pytest_asyncio.fixture
 async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
     yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    made: list[WorkerProcess] = []
-    yield made
-    for w in made:
-        w.kill()
-    if made:
-        print(made[0].log())
 
 
 def _spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str, root: Path,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -48,16 +48,6 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ledger.jsonl"
     monkeypatch.setenv(LEDGER_ENV, str(path))
     return path
-
-
-@pytest.fixture
-def workers(target: str, namespace: str, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    made: list[WorkerProcess] = []
-    yield made
-    for w in made:
-        w.kill()
-    if made:
-        print(made[0].log())
 
 
 def spawn(workers: list[WorkerProcess], target: str, namespace: str, queue: str, root: Path,

@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 from cli_helpers import cli_env, task_failures, towline
 from hitl_agents import desk, steps_prompt
-from hitl_waits import waiting
+from hitl_waits import stop, waiting
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from towline.review import approve, pending, reject, respond, set_policy
@@ -254,12 +254,5 @@ async def start(tc: Client, prompt: str, queue: str) -> WorkflowHandle[Any, Any]
 
     return await start_run(tc, desk, prompt, task_queue=queue,
                            id=f"i40-trail-{uuid.uuid4().hex[:8]}")
-
-
-async def stop(handle: WorkflowHandle[Any, Any]) -> None:
-    """End a run the test left running (a wedged one, on the old code)."""
-    desc = await handle.describe()
-    if desc.status is not None and desc.status.name == "RUNNING":
-        await handle.terminate("test over")
 
 

@@ -7,7 +7,6 @@ retry request, which the model sees; a client tool's metadata goes with each pen
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from hitl_agents import script, steps_prompt
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from test_serve_agui_client import _sse  # pyright: ignore[reportPrivateUsage]
 
 from towline import Agent, tool
 from towline.capabilities import Handoff
@@ -228,10 +228,7 @@ FRONT_TOOLS = [{"name": "choose_file", "description": "Let the user choose a fil
 
 
 async def _turn(http: httpx.AsyncClient, body: dict[str, Any]) -> list[dict[str, Any]]:
-    async with http.stream("POST", f"/agents/{desk.name}", json=body) as response:
-        assert response.status_code == 200, await response.aread()
-        return [json.loads(line[6:]) async for line in response.aiter_lines()
-                if line.startswith("data: ")]
+    return await _sse(http, f"/agents/{desk.name}", body)
 
 
 async def test_a_front_end_answers_with_an_error_and_a_page_left_open_ends(client: Client) -> None:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,16 +44,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio(loop_scope="session"
 @pytest_asyncio.fixture(loop_scope="session")
 async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
     yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
-
-
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    made: list[WorkerProcess] = []
-    yield made
-    for w in made:
-        w.kill()
-    if made:
-        print(made[0].log())
 
 
 async def _waiting_payment(handle: Any) -> PendingCall:

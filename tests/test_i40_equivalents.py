@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from cli_helpers import TESTS_ON_PATH, towline, towline_process, until
+from hitl_waits import waiting
 from readme import cli_env, read_until, readme
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
@@ -149,13 +150,10 @@ async def worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
         yield started
 
 
-async def _waiting(handle: WorkflowHandle[Any, Any], n: int) -> list[Any]:
-    for _ in range(400):
-        calls = await pending(handle)
-        if len(calls) == n:
-            return calls
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never saw {n} pending calls")
+THREE_CALLS = json.dumps([["pay", {"amount": 250, "to": "bob"}], ["delete", {"path": "/tmp/x"}],
+                          ["wire", {"amount": 5}]])
+"""A prompt whose calls all ask: a large payment (metadata from its rule), a delete (the
+`Ask`'s ticket) and a wire (a plain ask)."""
 
 
 # --- approval metadata and the rejection text -----------------------------------------------
@@ -163,10 +161,8 @@ async def _waiting(handle: WorkflowHandle[Any, Any], n: int) -> list[Any]:
 async def test_approval_metadata_is_shown_by_towline_pending(
         worker: tuple[Client, str], target: str, namespace: str) -> None:
     tc, queue = worker
-    handle = await start_run(tc, desk, json.dumps([["pay", {"amount": 250, "to": "bob"}],
-                                                   ["delete", {"path": "/tmp/x"}],
-                                                   ["wire", {"amount": 5}]]), task_queue=queue)
-    await _waiting(handle, 3)
+    handle = await start_run(tc, desk, THREE_CALLS, task_queue=queue)
+    await waiting(handle, 3)
     env = cli_env(target, namespace)
     done = await until(lambda: towline("pending", "--json", env=env),
                        lambda d: d.code == 0 and handle.id in d.out, "the run in towline pending")
@@ -197,10 +193,8 @@ async def test_approval_metadata_is_shown_by_towline_pending(
 async def test_the_model_is_told_the_configured_rejection_message(
         worker: tuple[Client, str], target: str, namespace: str) -> None:
     tc, queue = worker
-    handle = await start_run(tc, desk, json.dumps([["pay", {"amount": 250, "to": "bob"}],
-                                                   ["delete", {"path": "/tmp/x"}],
-                                                   ["wire", {"amount": 5}]]), task_queue=queue)
-    calls = {c.tool_name: c for c in await _waiting(handle, 3)}
+    handle = await start_run(tc, desk, THREE_CALLS, task_queue=queue)
+    calls = {c.tool_name: c for c in await waiting(handle, 3)}
     env = cli_env(target, namespace)
     for tool_name, extra in (("pay", []), ("wire", []),
                              ("delete", ["--message", "Deleting is not allowed here; ask the user."])):
@@ -223,7 +217,7 @@ async def test_a_message_on_anything_but_a_rejection_is_refused(
         worker: tuple[Client, str], target: str, namespace: str) -> None:
     tc, queue = worker
     handle = await start_run(tc, desk, json.dumps([["wire", {"amount": 5}]]), task_queue=queue)
-    [call] = await _waiting(handle, 1)
+    [call] = await waiting(handle, 1)
     from towline.workflows import Decision, Decisions
 
     with pytest.raises(WorkflowUpdateFailedError) as refused:

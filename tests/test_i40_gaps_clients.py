@@ -6,7 +6,6 @@ and an AG-UI resume carry a rejection's `message`, the text the model sees."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from readme import cli_env, readme, readme_process
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from test_serve import _serving, _stop  # pyright: ignore[reportPrivateUsage]
+from test_serve_agui_client import _sse  # pyright: ignore[reportPrivateUsage]
 
 from towline import Agent
 from towline.client import start_run
@@ -135,13 +135,6 @@ async def test_pending_shows_a_calls_metadata_escaped(client: Client, target: st
 
 
 # --- towline serve ---------------------------------------------------------------------------
-
-
-async def _sse(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    async with http.stream("POST", path, json=body) as response:
-        assert response.status_code == 200, await response.aread()
-        return [json.loads(line[6:]) async for line in response.aiter_lines()
-                if line.startswith("data: ")]
 
 
 async def _answer(handle: WorkflowHandle[Any, Any]) -> str:

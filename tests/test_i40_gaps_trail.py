@@ -19,10 +19,10 @@ import pytest
 import pytest_asyncio
 from cli_helpers import cli_env, towline
 from hitl_agents import desk, steps_prompt
-from hitl_waits import eventually, waiting
+from hitl_waits import eventually, stop, waiting
 from ports import free_port
 from temporalio import workflow
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from towline.client import start_run
@@ -51,12 +51,6 @@ SAME = {"Host": "localhost:8765", "Origin": ORIGIN}
 async def desk_worker(client: Client) -> AsyncIterator[tuple[Client, str]]:
     async with towline_worker(client, [desk]) as started:
         yield started
-
-
-async def stop(handle: WorkflowHandle[Any, Any]) -> None:
-    desc = await handle.describe()
-    if desc.status is not None and desc.status.name == "RUNNING":
-        await handle.terminate("test over")
 
 
 async def test_remembered_decisions_are_bounded(desk_worker: tuple[Client, str]) -> None:

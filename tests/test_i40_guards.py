@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from cli_helpers import assert_one_line_error, cli_env, towline
+from cli_helpers import assert_one_line_error, cli_env, towline, until_state
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
@@ -344,12 +344,9 @@ async def test_guard_requests_count_against_the_request_limit(served: tuple[Clie
 
 
 async def _waiting(handle: WorkflowHandle[Any, Any]) -> None:
-    for _ in range(400):
-        state = await handle.query("state")
-        if state["status"] == "waiting" and state["waiting_for"] == "message":
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the session never waited for a message")
+    """Until the session waits for its next message."""
+    await until_state(handle, lambda state: state["status"] == "waiting"
+                      and state["waiting_for"] == "message")
 
 
 async def test_a_session_survives_a_trip_that_ends_the_turn(

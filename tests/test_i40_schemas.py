@@ -44,10 +44,12 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import ApplicationError
 from test_serve import _serving, _stop  # pyright: ignore[reportPrivateUsage]
+from test_serve_agui_client import _sse  # pyright: ignore[reportPrivateUsage]
 
 from towline.client import run_error, start_run, with_towline
-from towline.errors import RunError
+from towline.errors import RunEnded, RunError
 from towline.results import ClientToolSpec, RunResult
 from towline.review import pending, tool_result
 
@@ -268,13 +270,6 @@ async def test_a_pattern_re2_cannot_run_is_refused_naming_the_tool(served: Serve
     assert "client tool 'login'" in err.message and "RE2" in err.message, err
 
 
-async def _sse(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    async with http.stream("POST", path, json=body) as response:
-        assert response.status_code == 200, await response.aread()
-        return [json.loads(line[6:]) async for line in response.aiter_lines()
-                if line.startswith("data: ")]
-
-
 async def test_serve_sends_no_file_content_and_no_raw_error_to_the_web_client(
     target: str, namespace: str, tmp_path: Path
 ) -> None:
@@ -319,6 +314,11 @@ async def test_an_internal_errors_raw_text_and_a_libraries_stay_off_the_wire() -
     assert json.loads(wire)["code"] == "InternalError"
     told = failure_reason(OSError(f"cannot read {SECRET}"))
     assert SECRET not in told and "OSError" in told, told
+    # the one home of what a client sees: an update's or an ended run's InternalError alike
+    for failure in (WorkflowUpdateFailedError(ApplicationError(raw, type="InternalError")),
+                    RunEnded("FAILED", "InternalError", raw)):
+        told = failure_reason(failure)
+        assert SECRET not in told and "UnknownType" not in told and "internal error" in told, told
 
 
 async def test_an_mcp_servers_listed_schemas_neither_read_nor_freeze(

@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): the client stays lig
     from towline.timetravel.travel import fork
 
 __all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
-           "send", "ended_run", "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
+           "send", "ended_run", "ended_by", "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
            "OWN_QUEUE_PREFIX", "own_task_queue", "is_own_queue"]
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -285,15 +285,19 @@ async def send(handle: WorkflowHandle[Any, Any], content: str | Sequence[UserCon
     try:
         update = await deliver(handle, "send", message, wait)
         return await update.result()
-    except WorkflowUpdateFailedError:
-        ended = await ended_run(handle)  # the run's own failure says why, not Temporal's words
-        if ended is None:
-            raise  # refused by a run that goes on
+    except (WorkflowUpdateFailedError, RPCError) as e:
+        if (ended := await ended_by(handle, e)) is None:
+            raise  # refused by a run that goes on, or another RPC error
         raise ended from None
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND or (ended := await ended_run(handle)) is None:
-            raise
-        raise ended from None
+
+
+async def ended_by(handle: WorkflowHandle[Any, Any], error: Exception) -> RunEnded | None:
+    """The run's `RunEnded` when `error`, what a `send` to it raised (a failed update, or
+    NOT_FOUND), came from the run having ended: its own failure says why, not Temporal's
+    words ("the Workflow completed before the Update completed"); None otherwise."""
+    if isinstance(error, RPCError) and error.status != RPCStatusCode.NOT_FOUND:
+        return None
+    return await ended_run(handle)
 
 
 async def run(

@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, get_type_hints, overload
 
@@ -329,12 +330,18 @@ class SchemaClientTool(Tool):
     def __post_init__(self) -> None:
         object.__setattr__(self, "args_model", AnyArgs)
         super().__post_init__()
-        try:
-            compiled_schema(self.input_schema)
-            if self.result_schema is not None:
-                compiled_schema(self.result_schema)
+        try:  # checked once, here; the compiled validators are kept for every call
+            _ = self._input_validator, self._result_validator
         except ValueError as e:
             raise ValueError(f"client tool {self.name!r}: invalid schema: {e}") from None
+
+    @cached_property
+    def _input_validator(self) -> Any:
+        return compiled_schema(self.input_schema)
+
+    @cached_property
+    def _result_validator(self) -> Any:
+        return None if self.result_schema is None else compiled_schema(self.result_schema)
 
     @property
     def json_schema(self) -> dict[str, Any]:
@@ -344,14 +351,14 @@ class SchemaClientTool(Tool):
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate against the schema; raises `pydantic.ValidationError` like any tool."""
         value = copy.deepcopy(dict(args))
-        error = schema_errors(compiled_schema(self.input_schema), value, self.name)
+        error = schema_errors(self._input_validator, value, self.name)
         if error is not None:
             raise error
         return value
 
     def validate_output(self, result: Any) -> str | None:
         """What is wrong with `result` against `result_schema` (None: nothing)."""
-        if self.result_schema is None:
+        if self._result_validator is None:
             return None
-        error = schema_errors(compiled_schema(self.result_schema), result, self.name)
+        error = schema_errors(self._result_validator, result, self.name)
         return None if error is None else "; ".join(e["msg"] for e in error.errors())

@@ -56,7 +56,7 @@ from .mcp_tools import refresh_mcp_tools, restore_mcp_tools
 from .output import CONTINUE, jumped_output, structured_output, text_output
 from .refusals import refused_turn
 from .run import PAYLOAD_LIMIT, Run, start_counters
-from .run_context import split_context
+from .run_context import check_context
 from .run_input import agent_named_in, decode_run_input
 from .steering import Interrupted
 from .tool_exec import run_tool_calls
@@ -114,7 +114,7 @@ class AgentRun(RunHandlers):
         self._ended = False
         self._closed = None
         self._released = False
-        self._context: Any = None  # engine 5: the run's typed context (`split_context`)
+        self._context: Any = None  # engine 5: the run's typed context (`check_context`)
 
     @workflow.run
     async def run(self, *args: Any) -> RunResult:
@@ -230,7 +230,7 @@ class AgentRun(RunHandlers):
         else:
             self._client_tools = client_tools(inp.client_tools, agent.inventory) if at_least(4) else []
         if at_least(5):  # engine 5: an unknown or ill-typed context key ends the run, named
-            self._context = split_context(agent, inp.context)[0]
+            self._context = check_context(agent, inp.context)
         if inp.model is not None and not self._worker().model_allowed(inp.model, agent):
             raise InvalidRunInput(
                 f"model {inp.model!r} is not allowed on {self._worker().described(queue)}: "

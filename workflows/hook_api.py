@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -154,11 +154,10 @@ class HookApi:
         run = self._require_run()
         limits = run.limits
         metered = (limits.request_limit, limits.total_tokens_limit, limits.cost_limit)
-        lock: asyncio.Lock | None = None
+        one_at_a_time: AbstractAsyncContextManager[Any] = nullcontext()
         if any(limit is not None for limit in metered):
-            lock = self._guard_lock = self._guard_lock or asyncio.Lock()
-            await lock.acquire()
-        try:
+            one_at_a_time = self._guard_lock = self._guard_lock or asyncio.Lock()
+        async with one_at_a_time:
             limit = limits.request_limit
             if limit is not None and run.requests_paid() + alongside >= limit:
                 raise runtime_failure(UsageLimitExceeded(
@@ -172,9 +171,6 @@ class HookApi:
                 run.check_spend()
 
             yield answered
-        finally:
-            if lock is not None:
-                lock.release()
 
     @property
     def agent_run(self) -> RunView:

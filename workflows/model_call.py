@@ -24,6 +24,7 @@ from towline.errors import PayloadTooLarge, runtime_failure
 from towline.messages import Message, ModelResponse
 from towline.native_tools import NATIVE_TOOLS, NativeTool
 from towline.options import (
+    BACKGROUND_TIMEOUT,
     MODEL_HEARTBEAT_TIMEOUT,
     MODEL_POLL_INTERVAL,
     MODEL_POLL_MAX_INTERVAL,
@@ -37,7 +38,7 @@ from towline.tools import ToolDefinition
 
 from .model_schedule import CallPlan, ModelCall, schedule_model_activity, validated
 from .run import oversize, run_payload_limit
-from .suspended import BACKGROUND_TIMEOUT, complete
+from .suspended import complete
 from .versions import at_least
 
 __all__ = ["call_model", "request_model", "DEFAULT_HEARTBEAT_TIMEOUT", "ModelCall"]

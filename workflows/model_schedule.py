@@ -29,6 +29,7 @@ from towline.errors import (
 )
 from towline.fleet.routing import current_dispatch
 from towline.messages import ModelResponse, Usage
+from towline.options import BACKGROUND_TIMEOUT
 
 __all__ = ["CallPlan", "ModelCall", "schedule_model_activity", "validated",
            "wait_cancellation_completed"]
@@ -73,9 +74,9 @@ class CallPlan:
     """A background call: the longest wait between two polls."""
     max_requests: int | None = None
     """At most this many model requests (a paused turn's continuations count), None: any."""
-    background_timeout: timedelta | None = None
+    background_timeout: timedelta = BACKGROUND_TIMEOUT
     """A background call: how long it may go unfinished before it is cancelled and the run
-    fails `BackgroundTimeout` (engine 5); None: only `suspended.MAX_BACKGROUND_POLLS` bounds it."""
+    fails `BackgroundTimeout` (engine 5; `suspended.MAX_BACKGROUND_POLLS` bounds it too)."""
 
 
 @dataclass(frozen=True)

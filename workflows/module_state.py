@@ -222,14 +222,16 @@ def _scopes(fn: Any) -> tuple[Scope, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _watched_file(file: str) -> bool:
-    """Whether module state in `file` is checked: user code, except a pytest test module
-    (`test_*.py`, `*_test.py`, `conftest.py`), where module-level lists are how a test observes
-    the hooks it runs on an in-process worker; the agent modules workers serve are checked."""
+def _watched_file(file: str) -> str | None:
+    """`file` as a failure shows it when module state in it is checked, else None (cached: it
+    is asked on every hook call, and `shown` reads the working directory). Checked: user code,
+    except a pytest test module (`test_*.py`, `*_test.py`, `conftest.py`), where module-level
+    lists are how a test observes the hooks it runs on an in-process worker; the agent modules
+    workers serve are checked."""
     name = file.rpartition("/")[2].rpartition("\\")[2]
     if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
-        return False
-    return is_user_file(file)
+        return None
+    return shown(file) if is_user_file(file) else None
 
 
 @functools.lru_cache(maxsize=512)
@@ -238,15 +240,17 @@ def _user_classes(cls: type) -> tuple[Scope, ...]:
     for c in cls.__mro__:
         module = sys.modules.get(c.__module__)
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and _watched_file(file):
-            found.append((f"class {c.__qualname__}", shown(file), c, c.__dict__))
+        watched = _watched_file(file) if isinstance(file, str) else None
+        if watched is not None:
+            found.append((f"class {c.__qualname__}", watched, c, c.__dict__))
     return tuple(found)
 
 
 def _scopes_of(file: str, space: dict[str, Any] | None, cls: type | None) -> tuple[Scope, ...]:
     scopes: list[Scope] = []
-    if space is not None and _watched_file(file):
-        scopes.append((f"module {space.get('__name__', '?')}", shown(file), space, space))
+    watched = _watched_file(file) if space is not None else None
+    if space is not None and watched is not None:
+        scopes.append((f"module {space.get('__name__', '?')}", watched, space, space))
     if cls is not None and cls is not type(None):
         scopes.extend(_user_classes(cls))
     return tuple(scopes)

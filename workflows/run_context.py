@@ -19,7 +19,7 @@ from towline.errors import InvalidRunInput
 
 from .run_input import describe_errors
 
-__all__ = ["split_context"]
+__all__ = ["check_context"]
 
 
 def _names(model: type[BaseModel]) -> set[str]:
@@ -33,11 +33,11 @@ def _names(model: type[BaseModel]) -> set[str]:
     return names
 
 
-def split_context(agent: Agent, context: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    """(the typed context, the initial state values) of a run of `agent` given `context`;
-    `InvalidRunInput` naming the keys that are wrong."""
+def check_context(agent: Agent, context: Mapping[str, Any] | None) -> Any:
+    """The typed context of a run of `agent` given `context` (None without a `context_type`);
+    `InvalidRunInput` naming the keys that are wrong. The keys a capability declares in
+    `state_schema` are the run's initial state (`AgentRun` takes them), not context."""
     given = dict(context or {})
-    state = {k: v for k, v in given.items() if k in agent.state_schema}
     rest = {k: v for k, v in given.items() if k not in agent.state_schema}
     model = agent.context_type
     declared = sorted(agent.state_schema)
@@ -50,7 +50,7 @@ def split_context(agent: Agent, context: Mapping[str, Any] | None) -> tuple[Any,
                 f"{agent.name!r} declares no context_type and no capability declares "
                 f"{'them' if len(rest) > 1 else 'it'} in state_schema{state_keys}; give the "
                 "agent a context_type (a pydantic model) to pass a typed context to its tools")
-        return None, state
+        return None
     unknown = sorted(set(rest) - _names(model))
     if unknown:
         keys = ", ".join(repr(k) for k in unknown)
@@ -63,4 +63,4 @@ def split_context(agent: Agent, context: Mapping[str, Any] | None) -> tuple[Any,
     except ValidationError as e:
         raise InvalidRunInput(f"the context is not a valid {model.__name__}: "
                               f"{describe_errors(e, sorted(model.model_fields))}") from None
-    return typed, state
+    return typed

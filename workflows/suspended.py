@@ -47,13 +47,12 @@ from towline.errors import (
     runtime_failure,
 )
 from towline.messages import Message, ModelResponse, Suspended, Usage
-from towline.options import BACKGROUND_TIMEOUT
 
 from .model_schedule import CallPlan, ModelCall, schedule_model_activity, validated
 from .versions import at_least
 
 __all__ = ["complete", "joined", "poll_waits", "MAX_CONTINUATIONS", "POLL_TIMEOUT",
-           "BACKGROUND_TIMEOUT", "MAX_BACKGROUND_POLLS"]
+           "MAX_BACKGROUND_POLLS"]
 
 MAX_CONTINUATIONS = 25
 """A paused turn continued this many times without finishing fails the call
@@ -142,8 +141,6 @@ def _time_left(plan: CallPlan, started: datetime, polls: int) -> timedelta | Non
     of time (`plan.background_timeout`, judged by workflow time) or of polls."""
     if polls >= MAX_BACKGROUND_POLLS:
         return None
-    if plan.background_timeout is None:
-        return timedelta.max
     left = plan.background_timeout - (workflow.now() - started)
     return left if left > timedelta(0) else None
 

@@ -186,7 +186,7 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
                                      output_instructions(agent)),
         tools=selected, state=turn.working_state(), model=state.model, settings=state.settings,
         output_tools=state.params.output_tools, native_tools=state.params.native_tools,
-        run_step=step, **_context(run),
+        run_step=step,  # its `context`: each wrap_model_call hook's own copy (`_wrap`)
     )
     response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
     if at_least(4):

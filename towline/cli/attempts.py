@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -134,8 +135,8 @@ class FailedAttempt:
 class _Scheduled:
     what: str
     step: int | None
-    once: bool = False
-    """A non-idempotent tool's call (`FailedAttempt.once`)."""
+    tool_input: Payload | None = None
+    """A tool call's input, decoded (`_once`) only for a call with a failed attempt."""
 
 
 async def _summary(client: Client, event: HistoryEvent) -> str:
@@ -165,23 +166,23 @@ async def _scheduled(client: Client, events: Iterable[HistoryEvent]) -> dict[int
             what = f"tool {summary.split('(', 1)[0]}"
         else:
             what = attrs.activity_type.name
-        once = (attrs.activity_type.name.startswith(TOOL_ACTIVITY_PREFIX)
-                and not await _idempotent(client, e))
-        found[e.event_id] = (attrs.activity_id, _Scheduled(what, step, once))
+        payloads = attrs.input.payloads
+        tool = attrs.activity_type.name.startswith(TOOL_ACTIVITY_PREFIX) and bool(payloads)
+        found[e.event_id] = (attrs.activity_id, _Scheduled(what, step, payloads[0] if tool else None))
     return found
 
 
-async def _idempotent(client: Client, event: HistoryEvent) -> bool:
-    """Whether a tool activity's input declares its tool idempotent (True when the input
-    cannot be read: the plain "retried elsewhere" is then told, as before)."""
-    payloads = event.activity_task_scheduled_event_attributes.input.payloads
-    if not payloads:
-        return True
+async def _once(client: Client, known: _Scheduled) -> bool:
+    """Whether `known` is a call of a non-idempotent tool (`FailedAttempt.once`): its input
+    does not declare the tool idempotent (an unreadable input counts as idempotent: the plain
+    "retried elsewhere" is then told, as before)."""
+    if known.tool_input is None:
+        return False
     try:
-        [value] = await client.data_converter.decode([payloads[0]], [dict[str, Any]])
+        [value] = await client.data_converter.decode([known.tool_input], [dict[str, Any]])
     except Exception:  # noqa: BLE001 - an unreadable input (a codec missing) only costs the wording
-        return True
-    return not isinstance(value, dict) or value.get("idempotent") is True  # pyright: ignore[reportUnknownMemberType]
+        return False
+    return isinstance(value, dict) and value.get("idempotent") is not True  # pyright: ignore[reportUnknownMemberType]
 
 
 async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[FailedAttempt]:
@@ -199,7 +200,8 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
                 continue
             why, kind, lost = failure_summary(attrs.last_failure)
             found.append(FailedAttempt(known[0], known[1].what, known[1].step, attrs.attempt - 1,
-                                       why, kind, lost, retried=True, once=known[1].once))
+                                       why, kind, lost, retried=True,
+                                       once=await _once(client, known[1])))
             continue
         if e.HasField("activity_task_failed_event_attributes"):
             ended: Any = e.activity_task_failed_event_attributes
@@ -214,7 +216,7 @@ async def history_attempts(client: Client, events: list[HistoryEvent]) -> list[F
         why, kind, lost = failure_summary(ended.failure)
         found.append(FailedAttempt(known[0], known[1].what, known[1].step, attempt, why, kind,
                                    lost, retried=False, worker=identity or None,
-                                   once=known[1].once))
+                                   once=await _once(client, known[1])))
     return found
 
 
@@ -256,7 +258,7 @@ async def pending_attempts(client: Client, workflow_id: str,
         found.append(FailedAttempt(p.activity_id, known.what, known.step, p.attempt - 1, why,
                                    kind, lost, retried=True, retry_at=retry_at,
                                    worker=(p.last_worker_identity or None) if waiting else None,
-                                   once=known.once))
+                                   once=await _once(client, known)))
     return found
 
 

@@ -61,7 +61,7 @@ from towline.options import Limits
 from towline.results import RunResult
 from towline.runtime.ledger import format_cost
 from towline.storage.payload_store import STORE_ENV
-from towline.workflows.run_context import split_context
+from towline.workflows.run_context import check_context
 
 __all__ = ["run_command", "register"]
 
@@ -167,7 +167,7 @@ def _limits(agent: Agent, max_steps: int | None) -> Limits | None:
 def _check_context(agent: Agent, context: dict[str, Any] | None) -> None:
     """Refuse a `--context` the run would refuse (`InvalidRunInput`) before starting it."""
     try:
-        split_context(agent, context)
+        check_context(agent, context)
     except InvalidRunInput as e:
         raise CliError(f"invalid --context: {e.message}", 2) from None
 

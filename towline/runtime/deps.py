@@ -9,9 +9,9 @@ payload: it is set, for the duration of each activity, by `WorkerSideInterceptor
 activity interceptor the plugin installs, so two workers in one process (or a worker and a
 test) each see their own.
 
-The same interceptor carries the agents' `context_type`s, so a tool's context is handed
-over typed (`typed_context`): the workflow sends the run's context as JSON, the worker
-validates it again with the agent's model.
+The same interceptor carries the worker's agents (its `WorkerAgents` registry's), so a tool's
+context is handed over typed (`typed_context`): the workflow sends the run's context as JSON,
+the worker validates it again with the agent's `context_type`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+if TYPE_CHECKING:
+    from towline.agent import Agent
 
 __all__ = ["WorkerSide", "WorkerSideInterceptor", "current_deps", "typed_context"]
 
@@ -34,9 +36,9 @@ class WorkerSide:
 
     deps: Any = None
     """`TowlinePlugin(deps=...)`: the worker-side dependencies (None: none given)."""
-    context_types: Mapping[str, type[BaseModel]] = field(
-        default_factory=lambda: MappingProxyType({}))
-    """Each agent's `context_type`, by agent name (agents without one are absent)."""
+    agents: Mapping[str, Agent] = field(default_factory=lambda: MappingProxyType({}))
+    """The worker's agents by name (`WorkerAgents.agents`): whose `context_type` types a
+    run's context."""
 
 
 _CURRENT: ContextVar[WorkerSide | None] = ContextVar("towline_worker_side", default=None)
@@ -57,7 +59,8 @@ def typed_context(agent: str, raw: Any) -> Any:
     """The run's context (`raw`, its JSON) as `agent`'s `context_type` on this worker, or
     `raw` as it is when the agent declares none (or no towline worker runs the activity)."""
     side = _CURRENT.get()
-    model = side.context_types.get(agent) if side is not None else None
+    found = side.agents.get(agent) if side is not None else None
+    model = found.context_type if found is not None else None
     if model is None or raw is None:
         return raw
     return model.model_validate(raw)

@@ -204,14 +204,12 @@ def _regex(pattern: str) -> Any:
 
 @lru_cache(maxsize=1)
 def _no_retrieval() -> Any:
-    """A registry that retrieves nothing (jsonschema adds its bundled meta-schemas)."""
+    """A registry that retrieves nothing: `referencing`'s own default (its `retrieve` raises
+    `NoSuchResource`), passed so that jsonschema does not fall back to its deprecated resolver,
+    which fetches any URL (jsonschema adds its bundled meta-schemas)."""
     from referencing import Registry
-    from referencing.exceptions import NoSuchResource
 
-    def refuse(uri: str) -> Any:
-        raise NoSuchResource(ref=uri)
-
-    return Registry(retrieve=refuse)  # pyright: ignore[reportUnknownVariableType]
+    return Registry()  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
 
 
 class _OverBudget(Exception):

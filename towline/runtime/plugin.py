@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 from temporalio.client import Client, ClientConfig
@@ -232,8 +231,7 @@ class TowlinePlugin(SimplePlugin):
         """Whether this plugin's workers serve model calls only."""
         self.deps = deps
         """The worker-side dependencies its workers hand to their activities."""
-        side = WorkerSide(deps=deps, context_types=MappingProxyType(
-            {a.name: a.context_type for a in self.agents if a.context_type is not None}))
+        side = WorkerSide(deps=deps, agents=self.registry.agents)
         activities: list[Callable[..., Any]] = [*self.model_activities.definitions()] if models_only else [
             *self.model_activities.definitions(),
             search_attributes,

@@ -63,10 +63,11 @@ from ag_ui.encoder import EventEncoder
 from towline.events import RunEvent
 from towline.review import PendingCall
 from towline.serve.agui_input import InputError, history, user_text
+from towline.serve.decide import failure_text
 from towline.serve.waits import interrupt
 
 __all__ = ["CUSTOM_PREFIX", "TURN_ENDS", "TurnMapper", "sse", "user_text", "history",
-           "InputError", "failure_text"]  # the input's helpers live in `agui_input`
+           "InputError"]  # the input's helpers live in `agui_input`
 
 CUSTOM_PREFIX: Final = "towline."
 """The prefix of the `CUSTOM` events' names: `towline.approval`, `towline.tool_start`, ..."""
@@ -135,7 +136,8 @@ class TurnMapper:
             self.finished = True
             closing = self._close_all()
             if kind == "failed":
-                return [*closing, RunErrorEvent(message=_failure_text(event),
+                return [*closing, RunErrorEvent(message=failure_text(event.field("reason"),
+                                                                    event.field("message")),
                                                 code=str(event.field("reason") or "Failed"))]
             return [*closing, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                                result=event.field("output"))]
@@ -249,17 +251,3 @@ def sse(events: Sequence[BaseEvent], offset: int | None = None) -> str:
         blocks = blocks or [":\n\n"]
         blocks[-1] = f"id: {offset}\n{blocks[-1]}"
     return "".join(blocks)
-
-
-def _failure_text(event: RunEvent) -> str:
-    """The words of a run's `failed` event for the client (`failure_text`)."""
-    return failure_text(event.field("reason"), event.field("message"))
-
-
-def failure_text(reason: Any, message: Any) -> str:
-    """A run's failure in words for the client: its message, but not an `InternalError`'s (a
-    bug's raw exception text, which may quote what the worker read): the run's history keeps
-    that one for the operator."""
-    if reason == "InternalError":
-        return "the run failed on an internal error (the run's history records it)"
-    return str(message or "the run failed")

@@ -52,11 +52,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from towline.agent import Agent
 from towline.cli.common import workflow_url
 from towline.cli.runstate import agent_name
-from towline.client import ended_run, events, start_run
+from towline.client import ended_by, events, start_run
 from towline.errors import DecisionNotApplied, DecisionPending, RunEnded
 from towline.results import ClientToolSpec
 from towline.review.delivery import deliver
-from towline.serve.agui import TurnMapper, failure_text, sse
+from towline.serve.agui import TurnMapper, sse
 from towline.serve.decide import (
     MAX_DECISION_BYTES,
     TIMEOUTS,
@@ -188,13 +188,11 @@ class _Server:
                             else {call_id for call_id, _ in turn.results})
             async for chunk in self._follow(handle, offset, mapper, answered):
                 yield chunk
-        except RunEnded as e:  # the message ended the run (a guardrail tripped), or came late
-            first = [] if started else [self._started(inp, workflow_id, None)]
-            yield sse([*first, RunErrorEvent(message=failure_text(e.reason, e.message),
-                                             code=e.reason)])
         except Exception as e:  # noqa: BLE001 - the stream has begun: the failure is its last event
             first = [] if started else [self._started(inp, workflow_id, None)]
-            yield sse([*first, RunErrorEvent(message=failure_reason(e), code=type(e).__name__)])
+            # `RunEnded`: the message ended the run (a guardrail tripped), or came late
+            code = e.reason if isinstance(e, RunEnded) else type(e).__name__
+            yield sse([*first, RunErrorEvent(message=failure_reason(e), code=code)])
 
     def _started(self, inp: RunAgentInput, workflow_id: str, offset: int | None) -> BaseEvent:
         towline = {"workflowId": workflow_id, "from": offset, "runUrl": self.run_url(workflow_id)}
@@ -253,11 +251,8 @@ class _Server:
             except TIMEOUTS:
                 pass  # accepted: the run answers it in turn
         except (WorkflowUpdateFailedError, RPCError) as e:
-            # the run ended (the message tripped a guardrail, say): its own reason, not
-            # Temporal's "the Workflow completed before the Update completed"
-            if isinstance(e, RPCError) and e.status != RPCStatusCode.NOT_FOUND:
-                raise
-            if (ended := await ended_run(handle)) is None:
+            # the run ended (the message tripped a guardrail, say): its own reason
+            if (ended := await ended_by(handle, e)) is None:
                 raise
             raise ended from None
 

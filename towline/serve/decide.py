@@ -21,16 +21,17 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from towline.errors import RunError
 from towline.review import PendingCall, calls_in_state
 from towline.review.delivery import deliver
 from towline.serve.waits import ToolFailed
 from towline.workflows.decisions import DecisionKind
 
 __all__ = ["UPDATE_WAIT", "MAX_DECISION_BYTES", "DecisionBody", "decision_update", "send_decision", "pending_calls",
-           "send_resume", "send_results", "error", "short", "failure_reason", "rpc_refusal",
+           "send_resume", "send_results", "error", "short", "failure_reason", "failure_text", "rpc_refusal",
            "Refusal"]
 
 UPDATE_WAIT: Final = 30.0
@@ -176,12 +177,24 @@ def failure_reason(e: BaseException) -> str:
     log, never for a (web) client."""
     cause = e.cause if isinstance(e, WorkflowUpdateFailedError) else e
     if isinstance(cause, FailureError):
-        return cause.message
+        return failure_text(cause.type if isinstance(cause, ApplicationError) else None,
+                            cause.message)
+    if isinstance(cause, RunError):  # a run that ended (`RunEnded`): its reason and message
+        return failure_text(cause.reason, cause.message)
     if isinstance(cause, Refusal):
         return str(cause)
     logging.getLogger(__name__).warning("a client is told only the kind of %s: %s",
                                         type(cause or e).__name__, cause or e)
     return f"the server could not go on with the run ({type(cause or e).__name__}: see its log)"
+
+
+def failure_text(reason: Any, message: Any) -> str:
+    """A run's failure (its `reason`, `message`) in words for the client: its message, but not
+    an `InternalError`'s (a bug's raw exception text, which may quote what the worker read):
+    the run's history keeps that one for the operator."""
+    if reason == "InternalError":
+        return "the run failed on an internal error (the run's history records it)"
+    return str(message or "the run failed")
 
 
 def rpc_refusal(e: RPCError) -> tuple[int, str]:
