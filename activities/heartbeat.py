@@ -11,7 +11,7 @@ server, before the function starts). A later attempt that finds no such record
 knows for certain the earlier one never ran the tool, and may run it; one that
 finds it knows the effect is uncertain and refuses (`UNCERTAIN`).
 
-That record costs an RPC and a billable Action per call, so from engine 3 a function tool
+That record costs an RPC and a billable Action per call, so a function tool
 may go without it (`Tool.entry_mark=False`): its first attempt runs at once, and any later
 attempt refuses (`UNCERTAIN`), since the one before may have entered. A long call's
 liveness heartbeats carry `ENTERED_KEY` anyway.

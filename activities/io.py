@@ -5,8 +5,7 @@ the other side does not know: defaults are left out of the JSON, a model request
 names the messages its worker holds (`towline.runtime.request_chain`), and a tool call's
 context is rebuilt on the worker from the activity's own identity (the run id is
 the workflow id, the tool is the activity's, the idempotency key follows from
-them). Older, fuller forms are still read (`message_refs`, `ctx`), so activities
-scheduled by earlier workflow code keep working.
+them).
 """
 
 from __future__ import annotations
@@ -87,13 +86,7 @@ class ModelActivityInput(BaseModel):
     agent: str = ""
     chain: ChainedRequest | None = Field(default=None, exclude_if=_none)
     """Inside an `AgentRun`: the request by reference (`towline/runtime/request_chain.py`); messages,
-    tools and settings are then not inline. Workers of earlier versions, which require
-    `messages`, refuse such a request rather than call a model without its messages."""
-    message_refs: list[str] | None = Field(default=None, exclude_if=_none)
-    """Earlier protocol (`towline/runtime/request_refs.py`): a reference per message, `messages`
-    holding only those the run had not sent before. Still read, never written."""
-    request_key: str | None = Field(default=None, exclude_if=_none)
-    """Earlier protocol: names the request for the `towline.request_messages` query."""
+    tools and settings are then not inline."""
 
 
 class BackgroundInput(BaseModel):
@@ -127,16 +120,14 @@ class ToolActivityInput(BaseModel):
     """Consecutive failures of this tool so far in the run."""
     state: dict[str, Any] = Field(default_factory=dict[str, Any], exclude_if=_empty)
     """A copy of the run's contributed state at the time of the call."""
-    ctx: ToolContext | None = Field(default=None, exclude_if=_none)
-    """Earlier form: the whole context (still read)."""
     entry_mark: bool = Field(default=True, exclude_if=bool)
     """A non-idempotent call: whether each attempt records durably that it enters the tool
-    (`Tool.entry_mark`; set False by engine-3 runs for tools that do not ask for it)."""
+    (`Tool.entry_mark`; False for tools that do not ask for it)."""
     idempotent: bool = Field(default=False, exclude_if=_empty)
     """The tool is declared idempotent (`Tool.idempotent`): recorded so that `towline reset`
     can tell, from the history alone, which calls may safely run again."""
     run_context: Any = Field(default=None, exclude_if=_none)
-    """Engine 5: the run's context as JSON (`ToolContext.context`; the worker validates it
+    """The run's context as JSON (`ToolContext.context`; the worker validates it
     again with the agent's `context_type`). Absent when the run has none."""
 
     @classmethod
@@ -148,8 +139,6 @@ class ToolActivityInput(BaseModel):
 
     def context(self, tool_name: str, run_id: str) -> ToolContext:
         """The `ToolContext` the tool is given (`run_id`: the workflow id)."""
-        if self.ctx is not None:
-            return self.ctx
         return ToolContext(
             run_id=run_id, agent=self.agent, run_step=self.run_step, tool_name=tool_name,
             tool_call_id=self.tool_call_id, retry=self.retry,
@@ -167,7 +156,9 @@ TOO_LARGE = "PayloadTooLarge"
 class ToolActivityResult(BaseModel):
     """What a tool activity confirms: a result, a retry request, or a failure without effect."""
 
-    status: Literal["succeeded", "retry", "failed"]
+    status: Literal["succeeded", "retry", "failed"] = Field(
+        default="succeeded", exclude_if=lambda v: v == "succeeded")
+    """Left out of the JSON when the call succeeded (most calls: its bytes in every step)."""
     content: Any = None
     usage: Usage = Field(default_factory=Usage, exclude_if=_no_usage)
     state: dict[str, Any] | None = Field(default=None, exclude_if=_none)

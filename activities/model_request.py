@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from towline.errors import ConfigurationError
-from towline.messages import MESSAGES, Message, ModelResponse, ToolCallPart
+from towline.messages import ModelResponse, ToolCallPart
 from towline.models import FunctionModel, Model, ModelInfo, TestModel, resolve_model
 from towline.native_tools import NATIVE_TOOLS
 from towline.runtime.model_types import BackgroundModel
@@ -34,7 +33,6 @@ from towline.runtime.request_chain import (
     RequestDefinitions,
     RequestQuery,
 )
-from towline.runtime.request_refs import REQUEST_QUERY, message_ref
 from towline.tools import ToolDefinition
 
 from .guard import require_agent_run
@@ -56,10 +54,8 @@ from .streaming import TextStream
 from .telemetry import note_request_messages
 
 __all__ = ["ModelActivities", "MODEL_ACTIVITY", "MODEL_POLL_ACTIVITY", "MODEL_CANCEL_ACTIVITY",
-           "CACHE_SIZE", "with_ids"]
+           "with_ids"]
 
-CACHE_SIZE = 20_000
-"""Messages a worker keeps for requests of the earlier protocol (`message_refs`)."""
 _no_stream = contextlib.nullcontext()
 
 
@@ -79,7 +75,6 @@ class ModelActivities:
     def __init__(self, models: Mapping[str, Model]) -> None:
         self._models = dict(models)
         self.requests = RequestCache()
-        self._cache: OrderedDict[str, Message] = OrderedDict()
 
     def definitions(self) -> list[Any]:
         """The activities a worker registers: the request, and a background response's poll
@@ -103,8 +98,8 @@ class ModelActivities:
         run = activity.info().workflow_id or ""
         if req.chain is not None:
             messages, defs, key = await self.requests.resolve(req.chain, run, self._ask)
-        else:
-            messages = await self._legacy_messages(req)
+        else:  # a model call outside an `AgentRun`: everything inline
+            messages = req.messages
             defs = RequestDefinitions(tools=req.tools, output_tools=req.output_tools,
                                       settings=req.settings, output_mode=req.output_mode,
                                       output_schema=req.output_schema,
@@ -116,15 +111,10 @@ class ModelActivities:
             native_tools=NATIVE_TOOLS.validate_python(defs.native_tools),
         )
         note_request_messages(messages, defs.settings)
-        try:
+        with _mapped_errors():
             _check_request(model, info)  # before anything is sent
             async with TextStream(req.run_step) if defs.settings.stream else _no_stream:  # streaming
                 response = await with_heartbeats(model.request(list(messages), info))
-        except Exception as e:
-            mapped = activity_error(e)
-            if mapped is e:
-                raise
-            raise mapped from None  # the cause may name an endpoint: it stays out of history
         response = self._answered(model, response)
         if key is not None:
             self.requests.produced(key, messages, response, run)
@@ -138,26 +128,16 @@ class ModelActivities:
         model = self._background(req.model)
         info = ModelInfo(model_name=req.model, run_step=req.run_step, agent=req.agent,
                          output_tools=[ToolDefinition(name=n) for n in req.output_tools])
-        try:
+        with _mapped_errors():
             response = await model.poll(req.response_id, info)
-        except Exception as e:
-            mapped = activity_error(e)
-            if mapped is e:
-                raise
-            raise mapped from None  # the cause may name an endpoint: it stays out of history
         return self._answered(model, response)
 
     @activity.defn(name=MODEL_CANCEL_ACTIVITY)
     async def model_cancel(self, req: BackgroundInput) -> None:
         """Cancel a background response (its run was cancelled)."""
         require_agent_run()
-        try:
+        with _mapped_errors():
             await self._background(req.model).cancel(req.response_id)
-        except Exception as e:
-            mapped = activity_error(e)
-            if mapped is e:
-                raise
-            raise mapped from None  # the cause may name an endpoint: it stays out of history
 
     def _background(self, name: str) -> BackgroundModel:
         model = self._model(name)
@@ -179,28 +159,17 @@ class ModelActivities:
         raw: str = await handle.query(REQUEST_INPUT_QUERY, query, result_type=str)
         return RequestAnswer.model_validate_json(raw)
 
-    async def _legacy_messages(self, req: ModelActivityInput) -> list[Message]:
-        """Messages of a request of the earlier protocol: inline, by reference, or queried."""
-        if req.message_refs is None:
-            return req.messages
-        for m in req.messages:
-            self._remember(message_ref(m), m)
-        if all(r in self._cache for r in req.message_refs):
-            return [self._cache[r] for r in req.message_refs]
-        info = activity.info()
-        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
-        raw: str = await handle.query(REQUEST_QUERY, req.request_key, result_type=str)
-        messages = MESSAGES.validate_json(raw)
-        if [message_ref(m) for m in messages] != req.message_refs:
-            raise ApplicationError("model request messages do not match their references",
-                                   type="RequestMismatch")
-        return messages
 
-    def _remember(self, ref: str, message: Message) -> None:
-        self._cache[ref] = message
-        self._cache.move_to_end(ref)
-        while len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+@contextlib.contextmanager
+def _mapped_errors() -> Generator[None]:
+    """A model's error raised as the activity's (`model_errors.activity_error`)."""
+    try:
+        yield
+    except Exception as e:
+        mapped = activity_error(e)
+        if mapped is e:
+            raise
+        raise mapped from None  # the cause may name an endpoint: it stays out of history
 
 
 def _check_request(model: Model, info: ModelInfo) -> None:

@@ -19,7 +19,7 @@ instead (`ResumeState.facts`). A query arriving during that first task may make
 the SDK send the marker and the commands after it in different tasks; replay
 copes with that as long as no `workflow.patched` follows the activity in the
 same activation, which is why a run decides its agent version before it
-(`towline.workflows.versions.VERSION_FIRST`).
+(`towline.workflows.agent_run`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = ["SEARCH_ATTRIBUTES_ACTIVITY", "search_attributes"]
 @activity.defn(name=SEARCH_ATTRIBUTES_ACTIVITY)
 async def search_attributes() -> dict[str, Any]:
     """`WorkerFacts`: the registered towline attributes (registering missing ones first, once
-    per worker) and the payload limit. (Earlier versions answered the attribute list alone.)"""
+    per worker), the payload limit and the worker's model queues."""
     info = activity.info()
     names = await ATTRIBUTE_CACHE.get(activity.client(), info.namespace)
     routes = model_queues_of(info.task_queue)

@@ -172,7 +172,11 @@ def _span(name: str, kind: Any, attributes: dict[str, Any]) -> Generator[Any]:
         yield None
         return
     with _trace.get_tracer("towline").start_as_current_span(name, kind=kind, attributes=attributes) as s:
-        yield s
+        try:
+            yield s
+        except BaseException as e:
+            s.set_attribute("error.type", type(e).__name__)
+            raise
 
 
 class _Inbound(ActivityInboundInterceptor):
@@ -204,9 +208,7 @@ class _Inbound(ActivityInboundInterceptor):
             with _span(f"chat {attrs['gen_ai.request.model']}", _client_kind(), attrs) as span:
                 try:
                     response: Any = await super().execute_activity(input)
-                except BaseException as e:
-                    if span is not None:
-                        span.set_attribute("error.type", type(e).__name__)
+                except BaseException:
                     meter.create_counter("towline_model_requests", METRICS["towline_model_requests"]
                                          ).add(1, {**labels, "status": "error"})
                     raise
@@ -253,12 +255,7 @@ class _Inbound(ActivityInboundInterceptor):
         if self._owner.capture_content:
             attrs["gen_ai.tool.call.arguments"] = _json(inp.args)
         with _span(f"execute_tool {ctx.tool_name}", _internal_kind(), attrs) as span:
-            try:
-                result: Any = await super().execute_activity(input)
-            except BaseException as e:
-                if span is not None:
-                    span.set_attribute("error.type", type(e).__name__)
-                raise
+            result: Any = await super().execute_activity(input)
             if span is not None and isinstance(result, ToolActivityResult):
                 span.set_attribute("towline.tool.status", result.status)
                 if self._owner.capture_content:

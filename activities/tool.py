@@ -7,7 +7,7 @@ first records durably that it enters the function (`heartbeat.mark_entered`):
 an attempt lost before that point is retried, since provably nothing ran; an
 exception raised by the function, or a later attempt finding an earlier one
 entered, is reported non-retryably as an uncertain effect (status `unknown`).
-From engine 3 a tool may go without the entry record (`entry_mark=False`); then a
+A tool may go without the entry record (`entry_mark=False`); then a
 retry after a lost attempt cannot know whether the tool ran, and refuses
 (only a first attempt runs). Every attempt heartbeats while it runs, so a lost worker is noticed within the
 tool's heartbeat timeout. A `SystemExit`, `KeyboardInterrupt` or other `BaseException` the

@@ -303,8 +303,8 @@ def _ablate(names: tuple[str, ...]) -> None:
 
         whole = agent_run._result  # pyright: ignore[reportPrivateUsage]
 
-        def without(run: Any, output: Any) -> Any:
-            return whole(run, output).model_copy(update={"messages": []})
+        def without(run: Any, output: Any, *rest: Any) -> Any:
+            return whole(run, output, *rest).model_copy(update={"messages": []})
 
         agent_run._result = without  # type: ignore[assignment]
 

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import execution_histories
 
-__all__ = ["REFERENCE", "payloads_in", "executions", "payload_bytes", "event_bytes",
+__all__ = ["REFERENCE", "payloads_in", "executions", "payload_bytes", "event_bytes", "part_bytes",
            "per_execution"]
 
 REFERENCE = b"temporal.api.sdk.v1.ExternalStorageReference"
@@ -72,6 +72,31 @@ def event_bytes(events: list[HistoryEvent]) -> dict[str, int]:
     found: collections.Counter[str] = collections.Counter()
     for e in events:
         found[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += e.ByteSize()
+    return dict(found)
+
+
+def part_bytes(events: list[HistoryEvent]) -> dict[str, int]:
+    """Bytes of a history by event type and part: an activity's `header`, `input` and
+    `summary` (model or tool), its `result`, the run's result, and the `rest` of each event
+    type (Temporal's own fields)."""
+    found: collections.Counter[str] = collections.Counter()
+    kinds: dict[int, str] = {}
+    for e in events:
+        kind = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+        parts: dict[str, int] = {}
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            a = e.activity_task_scheduled_event_attributes
+            who = kinds[e.event_id] = "model" if "model" in a.activity_type.name else "tool"
+            parts = {f"{who} header": a.header.ByteSize(), f"{who} input": a.input.ByteSize(),
+                     f"{who} summary": e.user_metadata.ByteSize()}
+        elif e.HasField("activity_task_completed_event_attributes"):
+            a = e.activity_task_completed_event_attributes
+            parts = {f"{kinds.get(a.scheduled_event_id, '?')} result": a.result.ByteSize()}
+        elif e.HasField("workflow_execution_completed_event_attributes"):
+            parts = {"run result": e.workflow_execution_completed_event_attributes.result.ByteSize()}
+        for part, size in parts.items():
+            found[f"{kind}: {part}"] += size
+        found[f"{kind}: rest"] += e.ByteSize() - sum(parts.values())
     return dict(found)
 
 

@@ -19,7 +19,8 @@ Actions per step (`towline/telemetry/actions.py`: counted from the histories, pl
 each worker counts), for N = 5, 25, 100; the
 total wall time of 20 concurrent runs of N = 5; activity payload sizes and how the
 model input changes from the first step to the last; history bytes per step by
-event type; and a long towline run (600 steps, continuing-as-new when Temporal
+event type, and by event type and part (an activity's header, input, summary and
+result, the run's result, Temporal's own fields); and a long towline run (600 steps, continuing-as-new when Temporal
 suggests it, with a `file://` payload store) by execution.
 """
 
@@ -51,7 +52,7 @@ from harness import (
     finish,
     start_bench_run,
 )
-from histories import event_bytes, executions, payload_bytes, per_execution
+from histories import event_bytes, executions, part_bytes, payload_bytes, per_execution
 from temporalio.client import Client
 
 from towline.devserver import DevServerProcess
@@ -86,6 +87,8 @@ class Sample:
     executions: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     payloads: dict[str, list[int]] = field(default_factory=dict[str, list[int]])
     by_event: dict[str, int] = field(default_factory=dict[str, int])
+    by_part: dict[str, int] = field(default_factory=dict[str, int])
+    """History bytes by event type and part (`histories.part_bytes`)."""
     steps: int = 0
     """Tool steps of all the runs measured."""
     actions: ActionCount = field(default_factory=ActionCount)
@@ -134,6 +137,8 @@ class Bench:
                     sample.payloads.setdefault(kind, []).extend(sizes)
                 for kind, size in event_bytes(events).items():
                     sample.by_event[kind] = sample.by_event.get(kind, 0) + size
+                for part, size in part_bytes(events).items():
+                    sample.by_part[part] = sample.by_part.get(part, 0) + size
             if runs == 1:
                 sample.executions = per_execution(chain)
         return sample
@@ -234,11 +239,13 @@ def report(args: argparse.Namespace, sizes: list[int], samples: dict[str, dict[s
     model_in = biggest["towline"][0].payloads.get("model in", [0])
     kinds = sorted({k for v in VARIANTS for k in biggest[v][0].by_event})
     per_step = {k: {v: biggest[v][0].by_event.get(k, 0) / n for v in VARIANTS} for k in kinds}
+    parts = sorted({k for v in VARIANTS for k in biggest[v][0].by_part})
+    per_part = {k: {v: biggest[v][0].by_part.get(k, 0) / n for v in VARIANTS} for k in parts}
     result: dict[str, Any] = {
         "repeats": args.repeats, "n": n, "ablate": list(ablate), "rows": rows, "payloads": payloads,
         "model_input": {"first": model_in[0], "last": model_in[-1], "requests": len(model_in),
                         "per_step": (model_in[-1] - model_in[0]) / max(1, len(model_in) - 1)},
-        "bytes_per_step_by_event": per_step, "long": long,
+        "bytes_per_step_by_event": per_step, "bytes_per_step_by_part": per_part, "long": long,
         "actions": {v: biggest[v][0].actions.to_json() for v in VARIANTS},
     }
     if profiles:
@@ -303,6 +310,10 @@ def table(rep: dict[str, Any]) -> str:
     for kind, v in sorted(rep["bytes_per_step_by_event"].items(), key=lambda kv: -kv[1]["towline"]):
         if any(v[name] >= 1 for name in VARIANTS):
             lines.append(f"  {kind:<36} " + "  ".join(f"{name} {v[name]:>7.1f}" for name in VARIANTS))
+    lines += ["", f"history bytes per step by event type and part, N={rep['n']}"]
+    for part, v in sorted(rep["bytes_per_step_by_part"].items(), key=lambda kv: -kv[1]["towline"]):
+        if any(v[name] >= 1 for name in VARIANTS):
+            lines.append(f"  {part:<50} " + "  ".join(f"{name} {v[name]:>7.1f}" for name in VARIANTS))
     if rep.get("long"):
         long = rep["long"]
         lines += ["", (f"long towline run, {long['steps']} steps, file:// payload store "

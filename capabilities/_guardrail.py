@@ -6,12 +6,13 @@ determinism guard, or a guard model given a `policy`: one `towline.model_request
 activity (`call_model`), whose usage the run's ledger counts. Both give a verdict:
 `None` passes, a string is what the guardrail said when it flagged the value.
 
-Engine 5 (issue 40): a guard model's reply is read strictly (`read_verdict`: it starts with
-PASS or FAIL, or is `{"verdict": ...}` JSON), and anything else flags, saying the verdict
-could not be read; its request is metered like the run's own (`AgentRun.guard_request`:
-limits checked before it is sent, counted in `requests`); a policy may say what to allow or
-what to detect (`PolicyKind`); and an input or output guardrail may end only the turn of a
-session (`OnTrip`).
+A guard model's reply is read strictly (`read_verdict`: it starts with PASS or FAIL, or is
+`{"verdict": ...}` JSON), and anything else flags, saying the verdict could not be read; its
+request is metered like the run's own (`HookContext.guard_request`: limits checked before it
+is sent, counted in `requests`); a policy may say what to allow or what to detect
+(`PolicyKind`); and an input or output guardrail may end only the turn of a session
+(`OnTrip`). Everything here reaches the run through the public hook context
+(`towline.hook_context()`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from towline import Model
 from towline.errors import ConfigurationError, GuardrailTripped, runtime_failure
-from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, Usage, UserPart
-from towline.runtime.model_types import Model
+from towline.events import EventType, preview
+from towline.hooks import hook_context
+from towline.messages import Message, ModelRequest, ModelResponse, SystemPart, UserPart
 
 from ._config import check_str
-from .completion_gate import parse_verdict
 
 __all__ = [
     "Check", "CheckResult", "GuardKind", "Replace", "judged", "report", "text_of", "ask_model", "user_input", "tripwire", "said_by", "check_judge",
-    "model_name", "guard_models", "default_name", "verdict", "GUARD_INSTRUCTIONS", "engine_ready",
+    "model_name", "guard_models", "default_name", "verdict", "GUARD_INSTRUCTIONS",
     "DETECT_INSTRUCTIONS", "PolicyKind", "OnTrip", "guard_request", "read_verdict", "unreadable",
-    "check_policy_kind", "check_on_trip", "REFUSAL", "at_least",
+    "check_policy_kind", "check_on_trip", "REFUSAL",
 ]
 
 CheckResult = Any
@@ -87,20 +89,6 @@ class Replace:
     """Why, as the run's live events report it."""
 
 
-def engine_ready() -> bool:
-    """Whether guardrails act in the running run: engine 4 on (a run of an older engine, which
-    could not have had them, replays as it was written)."""
-    return at_least(4)
-
-
-def at_least(version: int) -> bool:
-    """`towline.workflows.versions.at_least`, imported when called (the workflows package
-    imports the capabilities)."""
-    from towline.workflows.versions import at_least as engine_at_least
-
-    return engine_at_least(version)
-
-
 def said_by(result: Any, where: str, *, replace: bool = False) -> str | Replace | None:
     """A check's result as a verdict: None passes, a `Replace` (where allowed) replaces, else
     what it said."""
@@ -120,7 +108,7 @@ def tripwire(kind: GuardKind, name: str, said: str, call_id: str | None = None, 
     """The failure a tripped guardrail ends the run with (marked as the runtime's own), its
     `guardrail` event published.
 
-    `refusal` (engine 5, `on_trip="end_turn"`): in a session, the run ends only the turn, with
+    `refusal` (`on_trip="end_turn"`): in a session, the run ends only the turn, with
     this answer, leaving out of the conversation the response `response_id` (the answer an
     output guardrail stopped); `towline.workflows.refusals` reads them.
     """
@@ -204,12 +192,11 @@ async def verdict(name: str, check: Check | None, model: str | Model | None, pol
     """Judge `value` (the check function's argument) or `text` (what the guard model reads,
     `what` says what it is): None passes, else what the guardrail said (or, `replace`
     allowed, the check's `Replace`). `alongside`: model requests in flight beside the guard
-    model's (`AgentRun.guard_request`)."""
+    model's (`HookContext.guard_request`)."""
     if check is not None:
-        from towline.workflows.guard import Guard, guarded
-
         where = f"{name}.check"
-        return said_by(await guarded(Guard(where), check, value), where, replace=replace)
+        return said_by(await hook_context().call_user_code(where, check, value), where,
+                       replace=replace)
     assert model is not None and policy is not None
     instructions, asked = guard_request(what, policy, text, policy_kind)
     return judged(await ask_model(model, name, instructions, asked, alongside=alongside))
@@ -233,41 +220,21 @@ def guard_request(what: str, policy: str, text: str,
 async def ask_model(model: str | Model, name: str, instructions: str, text: str, *,
                     alongside: int = 0) -> str:
     """The guard model's reply to `text` under `instructions`: one durable model call (with the
-    agent's model timeouts and retry policy).
-
-    Engine 5: metered like the run's own requests (`AgentRun.guard_request`): the run's limits
-    are checked before it is sent, and it counts in the ledger's `requests`, tokens and cost as
-    soon as it answered. Before, its usage was reported to the run (counted at the next
-    commit, or when the run ends) and no limit was checked.
+    agent's model timeouts and retry policy), metered like the run's own requests
+    (`HookContext.guard_request`): the run's limits are checked before it is sent, and it
+    counts in the ledger's `requests`, tokens and cost as soon as it answered.
     """
-    from towline.workflows import call_model, current_run
-
     chosen = model_name(model)
     assert chosen is not None
-    run = current_run()
-    view = run.agent_run
-    step = view.counters.run_step
-    agent = view.agent  # its model calls' timeouts and retries are the guard model's too
+    ctx = hook_context()
+    step = ctx.run.counters.run_step
     messages: list[Message] = [
         ModelRequest(id="guardrail-instructions", parts=[SystemPart(content=instructions)]),
         ModelRequest(id="guardrail-request", parts=[UserPart(content=text)])]
-
-    async def ask() -> ModelResponse:
-        return await call_model(
-            chosen, messages,
-            run_step=step, agent=agent.name, summary=f"{chosen} · guardrail {name} · step {step}",
-            timeout=agent.model_timeout, retry_policy=agent.model_retry_policy,
-            heartbeat_timeout=agent.model_heartbeat_timeout,
-        )
-
-    if at_least(5):
-        async with run.guard_request(name, alongside=alongside) as answered:
-            response = await ask()
-            answered(response.usage)
-        return response.text
-    response = await ask()
-    if response.usage != Usage():
-        run.report_usage(response.usage)
+    async with ctx.guard_request(name, alongside=alongside) as answered:
+        response: ModelResponse = await ctx.call_model(
+            chosen, messages, run_step=step, summary=f"{chosen} · guardrail {name} · step {step}")
+        answered(response.usage)
     return response.text
 
 
@@ -279,7 +246,7 @@ _FAIL_WORD = re.compile(r"\bFAIL(?:ED|S)?\b")
 
 
 def read_verdict(reply: str) -> tuple[bool, str] | None:
-    """A guard model's reply in the strict form (engine 5): (passed, what it said after the
+    """A guard model's reply in the strict form: (passed, what it said after the
     verdict), or None when it holds no verdict that can be read.
 
     Readable: a reply whose first word is PASS or FAIL, in capitals (`**FAIL**:` too), what
@@ -330,12 +297,8 @@ def unreadable(reply: str) -> str:
 
 
 def judged(reply: str) -> str | None:
-    """A guard model's reply as a verdict: PASS passes; FAIL, or a reply without a verdict,
-    flags. Engine 5 reads it strictly (`read_verdict`); before, the first PASS or FAIL word
-    anywhere in it decided."""
-    if not at_least(5):
-        return parse_verdict(reply, unclear="the guard model answered neither PASS nor FAIL: "
-                                            f"{reply.strip()[:200] or '(nothing)'}")
+    """A guard model's reply as a verdict, read strictly (`read_verdict`): PASS passes; FAIL,
+    or a reply without a verdict, flags."""
     found = read_verdict(reply)
     if found is None:
         return unreadable(reply)
@@ -346,8 +309,6 @@ def judged(reply: str) -> str | None:
 def text_of(content: Any) -> str:
     """A tool's output as a guard model reads it: its text, JSON for data, media named by kind
     and size (never their bytes), nothing cut."""
-    from towline.events import preview
-
     shown = preview(content, limit=2**62)
     return shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, default=str)
 
@@ -355,9 +316,5 @@ def text_of(content: Any) -> str:
 def report(kind: GuardKind, name: str, action: str, said: str, *,
            call_id: str | None = None) -> None:
     """Publish a `guardrail` live event: what a guardrail did (tripped, denied, replaced, ...)."""
-    from towline.events import EventType
-    from towline.workflows import current_run
-    from towline.workflows.events import emit
-
-    emit(EventType.GUARDRAIL, step=current_run().agent_run.counters.run_step, guardrail=name,
-         guards=kind, action=action, said=said, call_id=call_id)
+    hook_context().emit(EventType.GUARDRAIL, guardrail=name, guards=kind, action=action,
+                        said=said, call_id=call_id)

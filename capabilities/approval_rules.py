@@ -16,9 +16,9 @@ from datetime import timedelta
 from typing import Any, Final, Literal, cast, get_args
 
 from towline.errors import ConfigurationError
-from towline.runtime.fingerprint import ADDED_OPTION
 
 from ._config import check_timeout
+from .base import ADDED_OPTION
 
 __all__ = ["Deny", "Ask", "Rule", "RuleAnswer", "static_rule", "check_message", "DecisionKind",
            "DECISION_KINDS"]

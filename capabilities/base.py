@@ -31,7 +31,14 @@ __all__ = [
     "is_activity",
     "cap_models",
     "MIDDLEWARE_HOOKS",
+    "ADDED_OPTION",
 ]
+
+ADDED_OPTION = "towline.added_option"
+"""Field metadata (`field(default=..., metadata={ADDED_OPTION: True})`) of a capability option
+added after agents that lack it recorded their version: the agent's fingerprint
+(`towline.runtime.fingerprint`) leaves it out while it has its default, so those agents keep
+their version and their runs keep replaying."""
 
 JumpTo = Literal["model", "tools", "end"]
 """Where an `after_model` hook may send the run next (its update's `jump_to`)."""
@@ -55,7 +62,7 @@ class Capability:
     state_schema: Mapping[str, Any] = {}
     """`{key: default}` or `{key: (default, reducer)}` merged into the run state."""
     hook_models: Sequence[Any] = ()
-    """`Model` objects the hooks call (`call_model` by their name): every worker serving the
+    """`Model` objects the hooks call (`HookContext.call_model` by their name): every worker serving the
     agent registers them, as it registers the agent's own model."""
     activities: Sequence[Callable[..., Any]] = ()
     """Activities (`@activity.defn` functions) the hooks call with

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from towline.errors import ConfigurationError
+from towline.hooks import hook_context
 from towline.messages import (
     Message,
     ModelRequest,
@@ -104,9 +105,8 @@ class CompletionGate(Capability):
             attempts = int(prior.get("attempts", 0)) + 1  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         usage = Usage()
         if self.check is not None:
-            from towline.workflows.guard import Guard, guarded
-
-            feedback = _feedback(await guarded(Guard("CompletionGate.check"), self.check, answer))
+            feedback = _feedback(await hook_context().call_user_code("CompletionGate.check",
+                                                                     self.check, answer))
         else:
             feedback, usage = await self._review(messages, answer)
         update: dict[str, Any] = {}
@@ -130,19 +130,16 @@ class CompletionGate(Capability):
 
     async def _review(self, messages: list[Message], answer: str) -> tuple[str | None, Usage]:
         """Ask the reviewer model; returns (feedback or None for a pass, its usage)."""
-        from towline.workflows import call_model, current_run
-
         assert self.rubric_model is not None and self.rubric is not None
-        run = current_run().agent_run
-        step = run.counters.run_step
+        hook = hook_context()
+        step = hook.run.counters.run_step
         prompt = f"Rubric:\n{self.rubric}\n\nTask:\n{_task(messages)}\n\nAnswer:\n{answer}"
-        response = await call_model(
+        response = await hook.call_model(
             self.rubric_model,
             [ModelRequest(id="completion-gate-instructions",
                           parts=[SystemPart(content=REVIEWER_INSTRUCTIONS)]),
              ModelRequest(id="completion-gate-request", parts=[UserPart(content=prompt)])],
-            run_step=step, agent=run.agent.name,
-            summary=f"{self.rubric_model} · completion check · step {step}",
+            run_step=step, summary=f"{self.rubric_model} · completion check · step {step}",
         )
         return parse_verdict(response.text), response.usage
 

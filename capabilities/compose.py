@@ -1,4 +1,4 @@
-"""Hooks applied to plain values, for unit tests of capabilities.
+"""Hooks applied to plain values, for unit tests of capabilities (`towline.testing` exports them).
 
 `run_before_model_request(caps, value)` and its siblings compose hooks in the
 same order as an actual run, but enforce nothing and invent no runtime fields:

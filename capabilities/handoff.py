@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from towline.errors import ConfigurationError, ToolError
+from towline.hooks import hook_context
 from towline.messages import Message, ModelResponse, RetryPart, ToolCallPart, ToolReturnPart
 from towline.results import HandoffRecord
-from towline.runtime.fingerprint import ADDED_OPTION
 from towline.tools import HANDOFF_KEY, Tool, ToolContext
 
-from .base import Capability, is_activity
+from .base import ADDED_OPTION, Capability, is_activity
 
 if TYPE_CHECKING:
     from towline.agent import Agent
@@ -159,15 +159,14 @@ class Handoff(Capability):
 
 async def _transfer(ctx: ToolContext) -> str:
     """Ask the run to go on as this tool's agent once the response's calls are recorded."""
-    from towline.workflows import current_run
-
-    run = current_run()
-    found = [c for c in run.agent_run.agent.capabilities
+    hook = hook_context()
+    found = [c for c in hook.run.agent.capabilities
              if isinstance(c, Handoff) and c.transfer_tool == ctx.tool_name]
     if not found:  # the tool was lifted out of its Handoff into `tools=[...]`
         raise ToolError(f"tool {ctx.tool_name!r} hands off only through a Handoff capability")
     handoff = found[0]
-    run.hand_off(handoff.target, handoff.input_filter, ctx, on_handoff=handoff.on_handoff)
+    hook.hand_off(handoff.target, ctx, input_filter=handoff.input_filter,
+                 on_handoff=handoff.on_handoff)
     return TRANSFERRED.format(agent=handoff.target)
 
 

@@ -25,10 +25,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from towline import Model
 from towline.errors import ConfigurationError
+from towline.hooks import hook_context
 from towline.messages import ModelResponse
-from towline.runtime.fingerprint import ADDED_OPTION
-from towline.runtime.model_types import Model
 
 from ._guardrail import (
     REFUSAL,
@@ -39,13 +39,12 @@ from ._guardrail import (
     check_on_trip,
     check_policy_kind,
     default_name,
-    engine_ready,
     guard_models,
     tripwire,
     user_input,
     verdict,
 )
-from .base import Capability, NextModelCall
+from .base import ADDED_OPTION, Capability, NextModelCall
 from .state import ModelCallRequest
 
 __all__ = ["InputGuardrail"]
@@ -106,15 +105,15 @@ class InputGuardrail(Capability):
     async def wrap_model_call(self, request: ModelCallRequest, next: NextModelCall) -> ModelResponse:
         """Check new user input: before the model request, or alongside it (cancelling it on a trip)."""
         text = user_input(request.messages)
-        if text is None or not engine_ready():  # nothing new from the user since the model answered
+        if text is None:  # nothing new from the user since the model answered
             return await next(request)
         if not self.run_in_parallel:
             await self._judge(text, alongside=0)
             return await next(request)
-        from towline.workflows.model_schedule import wait_cancellation_completed
+        hook = hook_context()
 
         async def model() -> ModelResponse:
-            wait_cancellation_completed()  # in this task only: its model calls wait on a cancel
+            hook.wait_cancellation_completed()  # in this task only: its model calls wait on a cancel
             return await next(request)
 
         task = asyncio.ensure_future(model())

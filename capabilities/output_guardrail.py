@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from towline import Model
+from towline.hooks import hook_context
 from towline.messages import Message, ModelResponse
-from towline.runtime.fingerprint import ADDED_OPTION
-from towline.runtime.model_types import Model
 
 from ._guardrail import (
     REFUSAL,
@@ -31,12 +31,11 @@ from ._guardrail import (
     check_on_trip,
     check_policy_kind,
     default_name,
-    engine_ready,
     guard_models,
     tripwire,
     verdict,
 )
-from .base import Capability
+from .base import ADDED_OPTION, Capability
 
 __all__ = ["OutputGuardrail"]
 
@@ -89,15 +88,13 @@ class OutputGuardrail(Capability):
 
     async def after_model(self, state: dict[str, Any]) -> None:
         """Check a final answer; trip the run if it fails."""
-        from towline.workflows import current_run
-        from towline.workflows.output import NO_OUTPUT, final_output
-
         messages: list[Message] = state["messages"]
         last = messages[-1] if messages else None
-        if not isinstance(last, ModelResponse) or not engine_ready():  # a hook after it added one
+        if not isinstance(last, ModelResponse):  # a hook after it added one
             return
-        output = final_output(current_run().agent_run.agent, last)
-        if output is NO_OUTPUT:
+        hook = hook_context()
+        output = hook.final_output(last)
+        if output is hook.NO_OUTPUT:
             return
         assert self.name is not None
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)

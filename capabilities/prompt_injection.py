@@ -26,14 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from towline import Model
 from towline.errors import ConfigurationError
-from towline.runtime.model_types import Model
 from towline.tools import ToolCall, ToolContext, ToolReturn
 
 from ._config import check_names, check_str
 from ._guardrail import (
     ask_model,
-    at_least,
     guard_models,
     judged,
     model_name,
@@ -102,8 +101,8 @@ class PromptInjectionGuard(Capability):
         said = judged(reply)
         if said is None:
             return result
-        # engine 5: a verdict that cannot be read quotes nothing the guard stands by: withheld
-        readable = not at_least(5) or read_verdict(reply) is not None
+        # a verdict that cannot be read quotes nothing the guard stands by: withheld
+        readable = read_verdict(reply) is not None
         said = said.split("\n", 1)[0].strip() or "flagged as prompt injection"
         if self.action == "redact" and readable and isinstance(result.content, str):
             redacted = result.content

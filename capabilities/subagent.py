@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from towline.errors import ConfigurationError, ToolError
-from towline.fleet.routing import current_dispatch
+from towline.hooks import hook_context
 from towline.messages import Usage
-from towline.results import PartialRun, RunInput, RunResult
+from towline.results import PartialRun
 from towline.tools import Tool, ToolContext, ToolResult
 
 from .base import Capability
@@ -87,28 +86,17 @@ def _delegations(agent: Agent) -> dict[str, Agent]:
 
 async def _delegate(ctx: ToolContext, prompt: str) -> ToolResult:
     """Run the sub-agent on `prompt` as a child workflow; its output is the return."""
-    from towline.workflows import current_run
-
-    run = current_run()
-    child_agent = _delegations(run.agent_run.agent).get(ctx.tool_name)
+    hook = hook_context()
+    child_agent = _delegations(hook.run.agent).get(ctx.tool_name)
     if child_agent is None:  # the tool was lifted out of its Subagent into `tools=[...]`
         raise ToolError(f"tool {ctx.tool_name!r} delegates only through a Subagent capability")
     child = child_agent.name
     # the parent's authority, plus the child's own delegation tools (they run nothing
     # themselves; what the grandchild runs is held to this same authority)
-    authority = sorted(run.authority() | set(_delegations(child_agent)))
-    priority = current_dispatch().priority  # fleet: the child runs with the parent's priority
-    try:
-        result = await workflow.execute_child_workflow(
-            "AgentRun",
-            RunInput(agent=child, prompt=prompt, allowed_tools=authority,
-                     priority=priority.priority_key, tenant=priority.fairness_key),
-            id=f"{ctx.run_id}/{ctx.tool_call_id}",
-            task_queue=workflow.info().task_queue,
-            result_type=RunResult,
-            static_summary=f"{child}: {prompt[:80]}",
-            priority=priority,
-        )
+    authority = sorted(hook.authority() | set(_delegations(child_agent)))
+    try:  # on the parent's task queue, with its priority
+        result = await hook.run_agent(child, prompt, id=f"{ctx.run_id}/{ctx.tool_call_id}",
+                                      allowed_tools=authority, summary=f"{child}: {prompt[:80]}")
     except ChildWorkflowError as e:
         cause = e.cause
         if isinstance(cause, ApplicationError):

@@ -4,7 +4,7 @@ Unlike the projections (`HistoryWindow`, `ContextEditing`), this rewrites the
 canonical history: a `before_model` middleware hook returns
 `{"messages": [RemoveAll(), summary, *kept], "llm_usage": usage}`, which the
 runtime applies to the working state (so the model sees it) and persists. The
-summariser's model call is an activity (`towline.workflows.call_model`) and its
+summariser's model call is an activity (`HookContext.call_model`) and its
 usage is reported under `llm_usage`, so it reaches the run's usage and ledger.
 """
 
@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from towline.errors import ConfigurationError
+from towline.hooks import hook_context
 from towline.messages import (
     Message,
     ModelRequest,
@@ -105,17 +106,14 @@ class Summarization(Capability):
         system, older = split_system(older)
         if not older:
             return None
-        # Imported here: towline.workflows imports the agent, which imports capabilities.
-        from towline.workflows import call_model, current_run
-
-        info = current_run().state()
-        step = int(info.get("counters", {}).get("run_step", 0)) + 1
+        hook = hook_context()
+        step = hook.run.counters.run_step + 1  # the request about to be made
         request = ModelRequest(parts=[
             SystemPart(content=self.prompt),
             UserPart(content=f"Conversation to summarise:\n\n{transcript(older)}"),
         ])
-        response = await call_model(
-            self.model, [request], run_step=step, agent=str(info.get("agent", "")),
+        response = await hook.call_model(
+            self.model, [request], run_step=step,
             summary=f"{self.model} · summarise {len(older)} messages · step {step}",
             timeout=self.timeout,
         )

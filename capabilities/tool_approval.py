@@ -16,13 +16,14 @@ within `timeout` records the call `denied`. Every decision is in the run's audit
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal
 
-from towline.errors import ConfigurationError, ToolDenied
-from towline.runtime.fingerprint import ADDED_OPTION
+from towline.errors import ConfigurationError
+from towline.hooks import hook_context
 from towline.tools import ToolCall, ToolContext
 
 from ._config import check_names, check_timeout
@@ -36,7 +37,7 @@ from .approval_rules import (
     live_answer,
     static_rule,
 )
-from .base import Capability
+from .base import ADDED_OPTION, Capability
 
 __all__ = ["ToolApproval", "Ask", "Deny"]
 
@@ -109,28 +110,14 @@ class ToolApproval(Capability):
 
     async def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:
         """Apply the policy to the call: run it, deny it, or wait for a person's decision."""
-        from towline.workflows import current_run
-        from towline.workflows.versions import at_least
-
-        run = current_run()
-        if at_least(4):  # engine 4: policies, edits, responses, remembered decisions, the audit
-            return await run.gate(ctx, call, self)
-        if call.tool_name not in self.tools:
-            return call
-        decision = await run.request_approval(ctx, call, self.timeout)
-        if decision is None:
-            raise ToolDenied(f"not approved: no decision within {self.timeout}")
-        if not run.is_approved(call.tool_call_id):
-            raise ToolDenied(f"rejected by a reviewer: {decision.reason or 'no reason given'}")
-        return call
+        return await hook_context().gate(ctx, call, self)
 
 
 def _predicate(rule: Callable[[dict[str, Any]], Any], tool: str, args: dict[str, Any]) -> Any:
-    """A rule function's answer, run under the determinism guard (it is user code)."""
-    import copy
+    """A rule function's answer, run under the determinism guard (it is user code; it may be
+    asked while a `set_policy` update runs, outside any hook)."""
+    from towline.hooks import HookContext
 
-    from towline.workflows.guard import Guard, guarded_sync
-
-    where = f"ToolApproval.rules[{tool!r}]"
-    return guarded_sync(Guard(where, capability="ToolApproval", hook=f"rules[{tool!r}]"),
-                        rule, copy.deepcopy(args))
+    return HookContext.call_user_code_sync(f"ToolApproval.rules[{tool!r}]", rule,
+                                           copy.deepcopy(args), capability="ToolApproval",
+                                           hook=f"rules[{tool!r}]")

@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from towline import Model
 from towline.errors import ConfigurationError, ToolDenied
-from towline.runtime.fingerprint import ADDED_OPTION
-from towline.runtime.model_types import Model
 from towline.tools import ToolCall, ToolContext, ToolReturn
 
 from ._config import check_names
@@ -37,14 +36,13 @@ from ._guardrail import (
     check_judge,
     check_policy_kind,
     default_name,
-    engine_ready,
     guard_models,
     report,
     text_of,
     tripwire,
     verdict,
 )
-from .base import Capability
+from .base import ADDED_OPTION, Capability
 
 __all__ = ["ToolGuardrail", "Replace"]
 
@@ -109,7 +107,7 @@ class ToolGuardrail(Capability):
 
     async def before_tool_execute(self, ctx: ToolContext, call: ToolCall) -> ToolCall:
         """Check a call of a guarded tool; deny it, or trip the run, when flagged."""
-        if self.on != "call" or not self._guards(call.tool_name) or not engine_ready():
+        if self.on != "call" or not self._guards(call.tool_name):
             return call
         assert self.name is not None
         text = f"{call.tool_name}({json.dumps(call.args, ensure_ascii=False, sort_keys=True)})"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from towline.errors import ConfigurationError, ModelRequestFailed
+from towline.hooks import hook_context
 from towline.messages import (
     Message,
     ModelRequest,
@@ -72,24 +73,22 @@ class ToolSelector(Capability):
         self, request: ModelCallRequest, next: NextModelCall
     ) -> ModelResponse:
         """Select tools with the selector model, then call the model with the narrowed set."""
-        from towline.workflows import call_model, current_run
-
         kept = set(self.always_include)
         candidates = [d for d in request.tools if d.name not in kept]
         if len(candidates) <= self.max_tools:
             return await next(request)
-        run = current_run()
+        hook = hook_context()
         chosen: list[str] | None
         try:
-            response = await call_model(
+            response = await hook.call_model(
                 self.model, selection_prompt(request.messages, candidates, self.max_tools),
-                settings=None, run_step=request.run_step, agent=run.agent_run.agent.name,
+                run_step=request.run_step,
                 summary=f"{self.model} · tool selection · step {request.run_step}",
             )
         except ModelRequestFailed:
             chosen = None
         else:
-            run.report_usage(response.usage)
+            hook.report_usage(response.usage)
             chosen = parse_selection(response.text, [d.name for d in candidates])
         picked = set(chosen[: self.max_tools] if chosen is not None
                      else [d.name for d in candidates[: self.max_tools]])

@@ -11,8 +11,9 @@ whose files are committed with the histories (replay reads them).
 `tests/test_replay.py` replays them all against today's `AgentRun`, so a
 workflow change that alters commands without `workflow.patched` fails there.
 
-Re-record only deliberately (a new history agent, say): the point of the
-committed files is that they were written by older code.
+The committed files are the 1.0 baseline: never re-record them. A new recording (a new
+history agent, a new engine version: see `workflows/versions.py`) is recorded alone with
+`--only NEW_ID` and committed beside them.
 """
 
 from __future__ import annotations
@@ -33,13 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from history_agents import (  # pyright: ignore[reportMissingImports]
-    ENGINE4_RECORDINGS,
-    ENGINE5_RECORDINGS,
     HISTORY_AGENTS,
     HISTORY_MODELS,
     RECORDINGS,
 )
-from history_engine3 import ROUTED_PATTERN  # pyright: ignore[reportMissingImports]
+from history_routed import ROUTED_PATTERN  # pyright: ignore[reportMissingImports]
 
 from towline.client import with_towline
 from towline.devserver import start_dev_server
@@ -101,7 +100,7 @@ async def record(out_dir: Path, only: set[str] | None = None, *,
                 contextlib.AsyncExitStack() as stack:
             for worker in model_queue_workers(routed, routes, models=HISTORY_MODELS):
                 await stack.enter_async_context(worker)
-            for rec in [*RECORDINGS, *ENGINE4_RECORDINGS, *ENGINE5_RECORDINGS]:
+            for rec in RECORDINGS:
                 if only is not None and rec.workflow_id not in only:
                     continue
                 client, queue_of = ((stored, stored_queue) if rec.stored else
@@ -140,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     only = set(args.only) if args.only else None
     if only is not None:
-        unknown = only - {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS, *ENGINE5_RECORDINGS]}
+        unknown = only - {r.workflow_id for r in RECORDINGS}
         if unknown:
             parser.error(f"no recording named {sorted(unknown)}")
     for path in asyncio.run(record(args.out_dir, only)):

@@ -31,7 +31,6 @@ from towline.runtime.registration import (
 )
 from towline.runtime.search_attributes import ALL_KEYS
 from towline.testing import history_events, run_to_end, towline_worker
-from towline.workflows.versions import ENGINES
 
 agent = Agent(name="attribute-cache", model=TestModel())
 
@@ -122,6 +121,6 @@ async def test_a_continued_execution_carries_the_answer(client: Client) -> None:
     assert len(_markers(chain[0], "core_local_activity")) == 1
     for events in chain[1:]:
         assert _markers(events, "core_local_activity") == []  # no local activity: carried
-        # one engine marker (the cascade's newest, `workflows.versions`) and the agent version's
-        assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(ticker)}"]
+        # one marker: the agent version's (the 1.0 engine records none, `workflows.versions`)
+        assert patch_ids(events) == [f"towline-agent-version-{agent_version(ticker)}"]
         assert "TowlineRunStep" in _upserted(events)  # still upserted, from the carried answer

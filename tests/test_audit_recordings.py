@@ -1,7 +1,7 @@
-"""The audit's engine-4 recordings (`tests/history_engine4_audit.py`), recorded live and replayed.
+"""The audit's recordings (`tests/history_audit.py`), recorded live and replayed.
 
-Each run fails with its typed reason (the fixes' command changes, guarded by `at_least(4)`), and
-its history replays against today's agents, as the committed ones will once recorded.
+Each run fails with its typed reason, and its history replays against today's agents, as the
+committed ones do.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from history_agents import ENGINE4_RECORDINGS
-from history_engine4_audit import AUDIT_AGENTS
+from history_agents import RECORDINGS as ALL_RECORDINGS
+from history_audit import AUDIT_AGENTS
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
@@ -22,11 +22,11 @@ from towline.runtime.search_attributes import start_attributes
 from towline.testing import towline_worker
 from towline.workflows import AgentRun
 
-RECORDINGS = [r for r in ENGINE4_RECORDINGS if r.workflow_id.startswith("history-audit4-")]
+RECORDINGS = [r for r in ALL_RECORDINGS if r.workflow_id.startswith("history-audit-")]
 EXPECTED = {
-    "history-audit4-calls": ("UsageLimitExceeded", "1001 tool calls"),
-    "history-audit4-state": ("PayloadTooLarge", "bigstate.after_model wrote state key 'blob'"),
-    "history-audit4-report": ("UsageLimitExceeded", "tool 'priced' reported usage.cost = 1e+300"),
+    "history-audit-calls": ("UsageLimitExceeded", "1001 tool calls"),
+    "history-audit-state": ("PayloadTooLarge", "bigstate.after_model wrote state key 'blob'"),
+    "history-audit-report": ("UsageLimitExceeded", "tool 'priced' reported usage.cost = 1e+300"),
 }
 
 

@@ -93,9 +93,11 @@ async def test_approval_survives_a_worker_restart_and_validates_decisions(client
         requested_at = datetime.fromisoformat(waiting["t1"].pop("requested_at"))
         digest = waiting["t1"].pop("digest")
         assert len(digest) == 16 and int(digest, 16) >= 0
-        assert waiting == {"t1": {"tool_name": "transfer", "args": {"amount": 7}, "run_step": 1,
+        assert waiting == {"t1": {"call_id": "t1", "workflow_id": workflow_id,
+                                  "tool_name": "transfer", "args": {"amount": 7}, "run_step": 1,
                                   "index": 1, "kind": "approval",
-                                  "decisions": ["approve", "reject", "edit", "respond"]}}
+                                  "decisions": ["approve", "reject", "edit", "respond"],
+                                  "expires_at": None, "metadata": None}}
         started = (await handle.describe()).start_time
         assert started is not None and started <= requested_at  # workflow time, tz-aware
         state = await handle.query("state")

@@ -49,7 +49,7 @@ async def test_a_client_tool_waits_for_its_result_which_is_checked(client: Clien
     async with towline_worker(client, [front]) as (tc, queue):
         handle = await start_run(tc, front, prompt, task_queue=queue)
         call = await waiting(handle)
-        assert (call.kind, call.decisions, call.tool_name) == ("client", ("respond",), "pick_color")
+        assert (call.kind, call.decisions, call.tool_name) == ("client", ["respond"], "pick_color")
         state: dict[str, Any] = await handle.query("state")
         assert state["status"] == "waiting" and state["waiting_for"] == "tool_result"
         assert (await (await handle.describe()).memo())["towline.waiting"] == "tool_result"

@@ -142,7 +142,7 @@ def test_the_build_stage_builds_the_wheel(dockerfile: str, tmp_path: Path) -> No
     [wheel] = (tmp_path / "wheels").glob("towline-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        metadata = archive.read("towline-0.1.0.dist-info/METADATA").decode()
+        metadata = archive.read("towline-1.0.0.dist-info/METADATA").decode()
     assert "Description-Content-Type: text/markdown" in metadata  # the README made it in
     assert "towline runs AI agents as durable" in metadata
     assert {"towline/workflows/agent_run.py", "towline/activities/tool.py",

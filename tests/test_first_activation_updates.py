@@ -1,9 +1,10 @@
 """An update whose validator runs before the run's first step: refused or answered, never a
 failed workflow task.
 
-A validator is read-only: it may not record the engine's `workflow.patched` marker. Update-with-
-start (and an update that reaches a new run before its first workflow task) has the validator
-run in the activation that starts the run, before the run's code resolved its engine. The
+A validator is read-only: it may not record a `workflow.patched` marker (the engine's, once
+there is one after 1.0, or the agent version's). Update-with-start (and an update that reaches a
+new run before its first workflow task) has the validator run in the activation that starts the
+run, before the run's code recorded its markers. The
 hypothesis fuzz of `test_fuzz_clients.py` found it: `approve` on a fresh session failed the
 task with `ReadOnlyContextError`, again on every retry.
 """
@@ -19,8 +20,9 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdate
 from temporalio.common import WorkflowIDConflictPolicy
 
 from towline import Agent, tool
+from towline.runtime.fingerprint import agent_version
 from towline.testing import towline_worker
-from towline.workflows.versions import ENGINES
+from towline.workflows.versions import version_patch
 
 
 @tool
@@ -43,7 +45,7 @@ NOPE = {"call_id": "nope"}
 """A call no run waits on: every decision about it is refused."""
 
 
-# every update whose validator asks the run's engine
+# every update with a validator
 @pytest.mark.parametrize(("update", "args"), [
     ("approve", NOPE), ("reject", NOPE), ("edit", {**NOPE, "args": {"text": "x"}}),
     ("respond", {**NOPE, "result": "x"}), ("tool_result", {**NOPE, "result": "x"}),
@@ -63,6 +65,6 @@ async def test_an_update_validated_before_the_first_step_is_refused_not_a_failed
         await handle.signal("end")
         await handle.result()
         assert not await task_failures(handle)
-        # the run's first step recorded the engine it took: the newest
+        # the run's first step recorded its markers: 1.0's, the agent version alone
         events = [e async for e in handle.fetch_history_events()]
-        assert ENGINES[0][0] in patch_ids(events)
+        assert patch_ids(events) == [version_patch(agent_version(agent))]

@@ -22,7 +22,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from towline.cli.progress import Progress
-from towline.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from towline.events import RunEvent
 from towline.runtime.ledger import HEADER_KEY, MEMO_KEY
 
 LATER_LINK = re.compile(r"^UI: (http://\S+) \(open it while `(towline dev[^`]*)` runs: this "
@@ -132,15 +132,17 @@ async def test_the_ledgers_counters_are_numbers_in_the_memo_and_every_header(
 def test_a_handoff_learnt_after_its_calls_return_is_still_reported_once(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # `towline run` queries `state` (the handoffs) before `messages`: a handoff recorded
-    # between the two shows its call's return first, and the handoff at the next poll
+    # `towline run` follows the run's events: the handoff comes after its call's return
     progress = Progress("run-1")
-    call = ToolCallPart(tool_name="transfer_to_billing", args={}, tool_call_id="c1")
-    progress.messages([ModelResponse(parts=[call], id="r1"), ModelRequest(parts=[ToolReturnPart(
-        tool_name="transfer_to_billing", content="Transferred to billing.", tool_call_id="c1")],
-        id="q1")])
-    progress.handoffs([{"call_id": "c1", "to_agent": "billing"}])
-    progress.handoffs([{"call_id": "c1", "to_agent": "billing"}])  # the next poll, the result
+    for event in (
+        {"type": "response", "step": 1, "tool_calls": [
+            {"call_id": "c1", "tool": "transfer_to_billing", "args": {}}]},
+        {"type": "tool_end", "step": 1, "call_id": "c1", "tool": "transfer_to_billing",
+         "status": "succeeded", "content": "Transferred to billing."},
+        {"type": "handoff", "step": 1, "call_id": "c1", "from_agent": "triage",
+         "to_agent": "billing"},
+    ):
+        progress(RunEvent.model_validate({"offset": 0, **event}))
     assert capsys.readouterr().err.splitlines() == [
         "[step 1] model calls transfer_to_billing()",
         "[step 1]   transfer_to_billing -> Transferred to billing.  (succeeded)",

@@ -149,20 +149,17 @@ def test_a_state_too_large_or_not_json_is_recorded_as_unknown() -> None:
 
 
 def test_a_fork_says_when_the_state_before_a_step_is_unknown() -> None:
-    def history(states: list[tuple[tuple[int, int], dict[str, Any] | None]], records: bool) -> RunHistory:
+    def history(states: list[tuple[tuple[int, int], dict[str, Any] | None]]) -> RunHistory:
         request = RecordedRequest(step=2, model="m", messages=[], definitions=None, execution="r",
                                   scheduled_event_id=20, task_event_id=19, position=(0, 20))
         return RunHistory(workflow_id="w", input=RunInput(agent="a"), task_queue="q",
-                          executions=["r"], requests=[request], states=states,
-                          records_state=[records])
+                          executions=["r"], requests=[request], states=states)
 
     def before(run: RunHistory) -> tuple[dict[str, Any] | None, str | None]:
         return run.state_before(run.requests[0])
 
-    assert before(history([((0, 5), {"turns": 1}), ((0, 25), {"turns": 2})], True)) == (
+    assert before(history([((0, 5), {"turns": 1}), ((0, 25), {"turns": 2})])) == (
         {"turns": 1}, None)
-    assert before(history([], True)) == ({}, None)  # recorded from the start: never any state
-    assert before(history([((0, 5), None)], True))[1] == \
+    assert before(history([])) == ({}, None)  # recorded from the start: never any state
+    assert before(history([((0, 5), None)]))[1] == \
         "the run's state was too large to record at that step"
-    assert before(history([], False))[1] == \
-        "the run was made by a towline version that did not record its state"

@@ -1,4 +1,4 @@
-"""`towline.capabilities.run_*` helpers: hooks applied to plain values, with no enforcement.
+"""`towline.testing.run_*` helpers: hooks applied to plain values, with no enforcement.
 
 They compose hooks in list order (classes and configured instances, sync and
 async), keep whatever the hooks return (including writes to counter-named keys
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from towline import Capability, Middleware
-from towline.capabilities import (
+from towline.testing import (
     arun_before_model_request,
     arun_before_tool_execute,
     run_after_model_request,

@@ -34,7 +34,7 @@ from towline.runtime.search_attributes import AGENT
 from towline.testing import execution_histories, towline_worker
 from towline.timetravel.travel import fork, plan_fork
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINES, version_patch
+from towline.workflows.versions import version_patch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -168,7 +168,7 @@ async def test_the_run_goes_on_as_the_target_agent_under_its_authority(
     # the history names the agent that made each request, and records billing's version
     events = [e async for e in handle.fetch_history_events()]
     versions = TowlinePlugin(agents=AGENTS).registry.versions
-    assert patch_ids(events) == [ENGINES[0][0], version_patch(versions["hx-triage"]),
+    assert patch_ids(events) == [version_patch(versions["hx-triage"]),
                                  version_patch(versions["hx-billing"])]
     agents = [_agent_of(e) for e in events if _is_model_request(e)]
     assert agents == ["hx-triage", "hx-triage", "hx-billing", "hx-billing"]

@@ -76,7 +76,7 @@ async def test_the_calls_of_one_response_wait_together_and_are_decided_some_at_a
     handle = await start_run(tc, desk, prompt, task_queue=queue)
     calls = await waiting(handle, 3)  # all three at once, not one after another
     assert [c.index for c in calls] == [1, 2, 3]
-    assert calls[2].decisions == ("respond", "reject")
+    assert calls[2].decisions == ["respond", "reject"]
     bob, eve, question = calls
     entries = await decide(handle, [decision(bob, "edit", args={"amount": 150, "to": "bob"}),
                                     decision(question, "respond", result="savings")], by="alice")

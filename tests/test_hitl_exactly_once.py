@@ -29,7 +29,7 @@ from temporalio.client import (
 
 from towline.client import run_error, start_run
 from towline.results import RunInput, RunResult
-from towline.review import PendingCall, approve, pending
+from towline.review import PendingApproval, approve, pending
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 from towline.timetravel.travel import reset
@@ -75,7 +75,7 @@ async def pay_activities(handle: WorkflowHandle[Any, Any]) -> tuple[int, list[in
     return len(scheduled), attempts
 
 
-async def waiting_call(handle: WorkflowHandle[Any, Any], tool: str = "pay") -> PendingCall:
+async def waiting_call(handle: WorkflowHandle[Any, Any], tool: str = "pay") -> PendingApproval:
     for _ in range(600):
         try:
             calls = [c for c in await pending(handle) if c.tool_name == tool]
@@ -87,7 +87,7 @@ async def waiting_call(handle: WorkflowHandle[Any, Any], tool: str = "pay") -> P
     raise AssertionError(f"no {tool} call became pending")
 
 
-async def resend_is_refused(handle: WorkflowHandle[Any, Any], call: PendingCall) -> None:
+async def resend_is_refused(handle: WorkflowHandle[Any, Any], call: PendingApproval) -> None:
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await handle.execute_update("approve", ApprovalDecision(call_id=call.call_id, digest=call.digest))
     assert f"no tool call {call.call_id!r} is waiting" in str(refused.value.cause)

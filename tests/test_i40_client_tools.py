@@ -23,7 +23,7 @@ from towline.capabilities import Handoff
 from towline.client import events, run_error, start_run
 from towline.models import FunctionModel
 from towline.results import ClientToolSpec, RunInput, RunResult
-from towline.review import PendingCall, pending, tool_result
+from towline.review import PendingApproval, pending, tool_result
 from towline.serve.agui import TurnMapper
 from towline.serve.app import ServeConfig, create_app
 from towline.testing import execution_histories, towline_worker
@@ -69,7 +69,7 @@ async def _failure(handle: WorkflowHandle[Any, Any]) -> tuple[str, str]:
     return err.reason, err.message
 
 
-async def _first_pending(handle: WorkflowHandle[Any, Any], *, after: str | None = None) -> PendingCall:
+async def _first_pending(handle: WorkflowHandle[Any, Any], *, after: str | None = None) -> PendingApproval:
     for _ in range(600):
         calls = [c for c in await pending(handle) if c.call_id != after]
         if calls:
@@ -114,7 +114,7 @@ async def test_the_clients_tools_stay_the_runs_across_a_handoff(client: Client) 
     async with towline_worker(client, AGENTS) as (tc, queue):
         handle = await start_run(tc, triage, prompt, task_queue=queue, client_tools=[CHOOSE])
         ended = asyncio.ensure_future(_ended(handle))
-        call: PendingCall | None = None
+        call: PendingApproval | None = None
         while call is None and not ended.done():
             calls = await pending(handle)
             call = calls[0] if calls else None
@@ -197,7 +197,7 @@ async def test_a_client_tools_metadata_goes_with_its_pending_call(client: Client
     prompt = steps_prompt([("pick_shade", {"prompt": "which?"}), ("choose_file", {})])
     async with towline_worker(client, AGENTS) as (tc, queue):
         handle = await start_run(tc, desk, prompt, task_queue=queue, client_tools=[spec])
-        calls: list[PendingCall] = []
+        calls: list[PendingApproval] = []
         for _ in range(600):
             calls = await pending(handle)
             if len(calls) == 2:

@@ -32,11 +32,11 @@ from towline.client import run_error, start_run
 from towline.messages import Message, ModelResponse, Suspended, Usage
 from towline.models import ModelInfo
 from towline.results import RunResult
-from towline.review import PendingCall, pending
+from towline.review import PendingApproval, pending
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import towline_worker
 from towline.workflows import ApprovalDecision
-from towline.workflows.suspended import MAX_BACKGROUND_POLLS
+from towline.workflows.model_call import MAX_BACKGROUND_POLLS
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio(loop_scope="session")]
 
@@ -46,7 +46,7 @@ async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
     yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
 
 
-async def _waiting_payment(handle: Any) -> PendingCall:
+async def _waiting_payment(handle: Any) -> PendingApproval:
     for _ in range(600):
         calls = [c for c in await pending(handle) if c.tool_name == "pay"]
         if calls:

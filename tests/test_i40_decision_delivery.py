@@ -30,7 +30,7 @@ from examples.calculator import careful_agent
 from towline import DecisionNotDelivered, DecisionPending
 from towline.client import start_run
 from towline.devserver import start_dev_server
-from towline.review import PendingCall, approve, decide, decision, pending
+from towline.review import PendingApproval, approve, decide, decision, pending
 from towline.review.delivery import update_stage
 from towline.serve.app import ServeConfig, create_app
 from towline.testing import towline_worker
@@ -129,9 +129,9 @@ async def test_python_decisions_say_pending_or_not_delivered(
     assert [x["decision"] for x in entries] == ["approved"]
 
 
-def _call(handle: WorkflowHandle[Any, Any], digest: str) -> PendingCall:
+def _call(handle: WorkflowHandle[Any, Any], digest: str) -> PendingApproval:
     """The waiting call as `pending` gave it while the worker ran (its digest)."""
-    return PendingCall(workflow_id=handle.id, call_id="call_1", tool_name="multiply",
+    return PendingApproval(workflow_id=handle.id, call_id="call_1", tool_name="multiply",
                        args={}, run_step=1, digest=digest, index=1)
 
 

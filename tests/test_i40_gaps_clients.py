@@ -28,7 +28,7 @@ from towline import Agent
 from towline.client import start_run
 from towline.models import FunctionModel
 from towline.results import ClientToolSpec, RunResult
-from towline.review import PendingCall, pending
+from towline.review import PendingApproval, pending
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import execution_histories, towline_worker
 
@@ -44,7 +44,7 @@ async def tclient(target: str, namespace: str) -> AsyncIterator[Client]:
     yield await Client.connect(target, namespace=namespace, plugins=[TowlinePlugin()])
 
 
-async def _waiting(handle: WorkflowHandle[Any, Any], after: set[str] | None = None) -> PendingCall:
+async def _waiting(handle: WorkflowHandle[Any, Any], after: set[str] | None = None) -> PendingApproval:
     for _ in range(600):
         calls = [c for c in await pending(handle) if c.call_id not in (after or set())]
         if calls:

@@ -1,13 +1,13 @@
-"""The ledger's contract, read from the history itself (engine 4, issue 29).
+"""The ledger's contract, read from the history itself (issue 29).
 
-Each run of `tests/history_engine4_ledger.py` tampers with all six runtime-owned counters in both
+Each run of `tests/history_ledger.py` tampers with all six runtime-owned counters in both
 model hooks, in place and by copy. Its history is read back (`fetch_history`, every execution,
 a sub-agent's child run too): the `towline.counters` header of each activity it scheduled, in
 order, then the counters of its result, failure or continue-as-new input, are exactly what the
 runtime confirmed before each of those I/O steps; the memo and the search attributes at the end
-equal the result's counters; and every history replays. The recordings are those of
-`ENGINE4_RECORDINGS` (plus a run that fails `UsageLimitExceeded`), recorded live here until
-their histories are committed.
+equal the result's counters; and every history replays. The recordings are the
+`history-ledger-*` ones of `RECORDINGS` (plus a run that fails `UsageLimitExceeded`), recorded
+live here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
-from history_agents import ENGINE4_RECORDINGS, Recording
-from history_engine4_ledger import (
+from history_agents import RECORDINGS as ALL_RECORDINGS
+from history_agents import Recording
+from history_ledger import (
     LEDGER_AGENTS,
     LEDGER_MODELS,
     TAMPERED,
@@ -41,8 +42,8 @@ from towline.runtime.search_attributes import start_attributes
 from towline.testing import execution_histories, towline_worker
 from towline.workflows import AgentRun
 
-RECORDINGS = {r.workflow_id.removeprefix("history-ledger4-"): r for r in ENGINE4_RECORDINGS
-              if r.workflow_id.startswith("history-ledger4-")}
+RECORDINGS = {r.workflow_id.removeprefix("history-ledger-"): r for r in ALL_RECORDINGS
+              if r.workflow_id.startswith("history-ledger-")}
 AGENTS = {a.name: a for agent in LEDGER_AGENTS for a in agent.all_agents()}
 
 
@@ -184,7 +185,7 @@ async def test_a_run_that_exceeds_max_steps(worker: tuple[Client, str]) -> None:
 
 
 async def test_a_run_that_exceeds_its_token_limit(worker: tuple[Client, str]) -> None:
-    rec = Recording("history-ledger4-usage", RunInput(agent=usage_agent.name, prompt="go"),
+    rec = Recording("history-ledger-usage", RunInput(agent=usage_agent.name, prompt="go"),
                     memo=start_memo(usage_agent))
     recorded = await _record(worker, rec)
     assert recorded.failure is not None

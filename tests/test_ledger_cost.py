@@ -1,11 +1,11 @@
 """What the ledger costs a run (issue 21), counted from real histories.
 
-A 10-step run started by `start_run` records two `core_patch` markers (the engine
-version's, by the cascade of `workflows.versions`, and the agent version's), sets its
+A 10-step run started by `start_run` records one `core_patch` marker (the agent version's:
+the 1.0 engine records none, `workflows.versions`), sets its
 search attributes and its visible counters (memo `towline.counters`) in the start request
 (not billed) and writes them together only when they change meaningfully: at status
-changes, at most every `ATTRIBUTE_STEPS` steps between them, and at the end (engine 4: the
-confirmed counters ride on every activity's header). The memo and the search attributes are
+changes, at most every `ATTRIBUTE_STEPS` steps between them, and at the end (the confirmed
+counters ride on every activity's header). The memo and the search attributes are
 exact at the end and while a session waits.
 """
 
@@ -34,8 +34,7 @@ from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import MEMO_KEY, counters_from_history, decode_counters
 from towline.testing import towline_worker
 from towline.workflows import SendInput
-from towline.workflows.run import ATTRIBUTE_STEPS
-from towline.workflows.versions import ENGINES
+from towline.workflows.ledger import ATTRIBUTE_STEPS
 
 STEPS = 10
 
@@ -120,12 +119,12 @@ async def test_a_ten_step_run_records_two_markers_and_two_upserts(worker: tuple[
     assert result.output == "done" and result.counters.run_step == STEPS
     events = list((await handle.fetch_history()).events)
 
-    # markers: the engine version's (newest id of the cascade) and the agent version's; the
-    # other marker is the `towline.runtime.search_attributes` local activity's (the worker's facts)
-    assert patch_ids(events) == [ENGINES[0][0], f"towline-agent-version-{agent_version(TEN)}"]
+    # markers: the agent version's (the 1.0 engine records none); the other marker is the
+    # `towline.runtime.search_attributes` local activity's (the worker's facts)
+    assert patch_ids(events) == [f"towline-agent-version-{agent_version(TEN)}"]
     markers = [e.marker_recorded_event_attributes.marker_name for e in events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert sorted(markers) == ["core_local_activity", "core_patch", "core_patch"]
+    assert sorted(markers) == ["core_local_activity", "core_patch"]
 
     # agent, version, status and zero counters came in the start request: no upsert at start;
     # the Int attributes once after ATTRIBUTE_STEPS steps, and the status at the end
@@ -178,7 +177,7 @@ async def test_search_attributes_are_exact_at_each_status_change(worker: tuple[C
     # waiting (with the counters), running, waiting (with the counters), succeeded
     assert [("TowlineStatus" in u, "TowlineRunStep" in u) for u in towline_upserts(events)] == [
         (True, True), (True, False), (True, True), (True, False)]
-    assert len(patch_ids(events)) == 2
+    assert len(patch_ids(events)) == 1  # the agent version's (1.0 records no engine marker)
 
 
 async def test_a_namespace_without_the_attributes_still_starts_runs(client: Client,

@@ -22,7 +22,7 @@ from towline import (
 from towline.messages import ModelResponse, Suspended, TextPart, Usage
 from towline.native_tools import NATIVE_TOOLS
 from towline.runtime.fingerprint import agent_version
-from towline.workflows.suspended import joined, poll_waits
+from towline.workflows.model_call import joined, poll_waits
 
 
 @pytest.mark.parametrize(("build", "named"), [

@@ -1,9 +1,9 @@
-"""The engine-4 recordings of guardrails and handoffs (`tests/history_engine4_port.py`), recorded
-live by `scripts/record_history.py` on the session's dev server and replayed with today's code.
+"""The recordings of guardrails and handoffs (`tests/history_port.py`), recorded live
+by `scripts/record_history.py` on the session's dev server and replayed with today's code.
 
-Their histories are not committed yet (other topics change engine-4 commands in parallel);
-this test records them into a temporary folder, checks that each holds what it is recorded
-for, and replays every execution without a nondeterminism.
+This test records them into a temporary folder (so `scripts/record_history.py` itself is
+exercised), checks that each holds what it is recorded for, and replays every execution
+without a nondeterminism.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cli_helpers import patch_ids
 from history_agents import HISTORY_AGENTS
-from history_engine4_port import PORT_RECORDINGS, billing_agent
+from history_port import PORT_RECORDINGS, billing_agent
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -51,17 +51,17 @@ async def test_the_guardrail_and_handoff_recordings_replay(
     ids = {workflow_id for workflow_id, _ in PORT_RECORDINGS}
     written = await _recorder().record(tmp_path, ids, env=env)
     names = {p.name for p in written}
-    assert {"history-engine4-guardrail-trip.json", "history-engine4-tool-guardrails.json",
-            "history-engine4-handoff.json", "history-engine4-handoff.run2.json"} <= names
+    assert {"history-guardrail-trip.json", "history-tool-guardrails.json",
+            "history-handoff.json", "history-handoff.run2.json"} <= names
 
-    trip = _kinds(tmp_path / "history-engine4-guardrail-trip.json")
+    trip = _kinds(tmp_path / "history-guardrail-trip.json")
     assert trip.count("EVENT_TYPE_ACTIVITY_TASK_SCHEDULED") == 2  # the guard's and the run's
     assert "EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED" in trip
     assert "EVENT_TYPE_ACTIVITY_TASK_CANCELED" in trip
     assert trip[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_FAILED"
-    tools = (tmp_path / "history-engine4-tool-guardrails.json").read_text()
+    tools = (tmp_path / "history-tool-guardrails.json").read_text()
     assert "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED" in tools
-    handoff = load_history(tmp_path / "history-engine4-handoff.json")
+    handoff = load_history(tmp_path / "history-handoff.json")
     assert version_patch(agent_version(billing_agent)) in patch_ids(handoff.events)
     assert handoff.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
 

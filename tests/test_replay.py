@@ -8,9 +8,12 @@ come from an MCP server (listed before every turn), a streamed run, a sub-agent
 (child workflow), an `in_workflow` tool (TodoList), model calls made by hooks
 (Summarization, ToolSelector, CompletionGate), a `wrap_model_call` chain around
 ModelFallback, approval and session timeouts that fire, a run that recorded its
-agent's version, and a frontier-model run (thinking, images in the prompt and from a
-tool, native structured output). A workflow change that alters the commands those runs produced,
-without a `workflow.patched` guard, fails here.
+agent's version, a frontier-model run (thinking, images in the prompt and from a tool,
+native structured output), and the topics of `tests/history_*.py` (the ledger's headers,
+routing, forks, filtered answers, the audit, human in the loop, native tools, guardrails and
+handoffs). They are the 1.0 baseline: one engine, no engine marker. A workflow change that
+alters the commands those runs produced, without a `workflow.patched` guard (`at_least`, see
+`workflows/versions.py`), fails here.
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ from typing import Any
 import pytest
 from cli_helpers import patch_ids, towline_upserts
 from history_agents import (
-    ENGINE4_RECORDINGS,
-    ENGINE5_RECORDINGS,
     HISTORY_AGENTS,
     RECORDINGS,
     flaky,
@@ -54,7 +55,7 @@ from towline.runtime.heap import paused_gc
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import load_history, towline_worker
 from towline.workflows import AgentRun
-from towline.workflows.versions import ENGINE_2, ENGINE_3, ENGINE_4, ENGINE_5
+from towline.workflows.versions import BASE, history_engine, version_patch
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -68,8 +69,7 @@ def _replayer() -> Replayer:
 
 def test_every_recording_has_a_committed_history() -> None:
     names = {p.name.split(".")[0] for p in FILES}
-    assert names == {r.workflow_id for r in [*RECORDINGS, *ENGINE4_RECORDINGS,
-                                               *ENGINE5_RECORDINGS]}
+    assert names == {r.workflow_id for r in RECORDINGS}
     assert any(".run2." in p.name for p in FILES), "a continued-as-new execution is committed"
 
 
@@ -111,9 +111,9 @@ def test_the_committed_histories_cover_what_they_claim() -> None:
     wrap = _kinds("history-wrap.json")
     assert "EVENT_TYPE_ACTIVITY_TASK_FAILED" in wrap and "history-backup · step 1" in wrap
     assert _kinds("history-timeouts.json").count("EVENT_TYPE_TIMER_FIRED") == 2
-    versioned = (HISTORIES / "history-versioned.json").read_text()
+    versioned = (HISTORIES / "history-tools.json").read_text()
     assert json.dumps(agent_version(tools_agent)) not in versioned  # a marker, not JSON text
-    assert "EVENT_TYPE_MARKER_RECORDED" in _kinds("history-versioned.json")
+    assert "EVENT_TYPE_MARKER_RECORDED" in _kinds("history-tools.json")
 
 
 def _decoded_result(name: str) -> RunResult:
@@ -156,11 +156,11 @@ def extra(x: int) -> int:
 
 
 async def test_a_run_of_another_agent_version_is_refused_unless_accepted() -> None:
-    """The versioned history, replayed by a worker whose `history-tools` has another tool."""
+    """The tools history, replayed by a worker whose `history-tools` has another tool."""
     changed = Agent(name="history-tools", instructions="Use the tools.",
                     tools=[lookup, flaky, extra],
                     model=FunctionModel(tools_script, model_name="history-tools-model"))
-    history = load_history(HISTORIES / "history-versioned.json")
+    history = load_history(HISTORIES / "history-tools.json")
     refused = await Replayer(workflows=[AgentRun], plugins=[TowlinePlugin([changed])]) \
         .replay_workflow(history, raise_on_replay_failure=False)
     assert "another version of agent 'history-tools'" in str(refused.replay_failure)
@@ -209,44 +209,33 @@ async def test_fresh_history_replays(client: Client) -> None:
         assert result.replay_failure is None, f"{history.workflow_id}: {result.replay_failure!r}"
 
 
-def test_the_engine_history_records_two_markers_by_the_cascade() -> None:
-    """Recorded by issue 21's code: one engine marker (the cascade's newest id), one agent
-    version marker, and the ledger's search attributes from the start request."""
-    events = load_history(HISTORIES / "history-engine.json").events
-    assert patch_ids(events) == [ENGINE_2, f"towline-agent-version-{agent_version(tools_agent)}"]
+def test_a_1_0_history_records_one_marker_the_agent_version() -> None:
+    """The 1.0 engine records no engine marker: a session started as `start_run` starts it holds
+    one marker, its agent's version, and the ledger's search attributes from the start request
+    (upserted at status changes only)."""
+    events = load_history(HISTORIES / "history-session.json").events
+    assert patch_ids(events) == [version_patch(agent_version(tools_agent))]
     # status changes only: waiting (with the Int counters), then succeeded
     assert towline_upserts(events) == [
         {"TowlineStatus", "TowlineRunStep", "TowlineToolCalls", "TowlineTotalTokens"},
         {"TowlineStatus"}]
 
 
-async def test_a_cascade_history_without_its_engine_marker_does_not_replay() -> None:
-    """The engine marker decides the path: with another id in its place the run replays as a
-    legacy run, whose commands differ, and the replay says so."""
-    data: dict[str, Any] = json.loads((HISTORIES / "history-engine.json").read_text())
-
-    def patch_id(payload: dict[str, Any]) -> str:
-        return json.loads(base64.b64decode(payload["data"]))["id"]
-
-    marked = [p for e in data["events"] for p in e.get("markerRecordedEventAttributes", {})
-              .get("details", {}).get("patch-data", {}).get("payloads", [])
-              if patch_id(p) == ENGINE_2]
-    assert len(marked) == 1
-    marked[0]["data"] = base64.b64encode(
-        json.dumps({"id": "towline-engine-unknown", "deprecated": False}).encode()).decode()
-    history = WorkflowHistory.from_json("history-engine", data)
-    result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
-    assert isinstance(result.replay_failure, NondeterminismError)
+def test_every_committed_history_is_of_the_1_0_engine() -> None:
+    """No committed history records an engine marker (`history_engine` reads `BASE`), so
+    replaying them checks today's code against the 1.0 engine's commands."""
+    for path in FILES:
+        events = load_history(path).events
+        assert history_engine(events) == BASE, path.name
+        assert not [i for i in patch_ids(events) if i.startswith("towline-engine")], path.name
 
 
-def test_the_engine_3_histories_record_what_this_release_adds() -> None:
-    """Recorded by the code of issues 21-23 (`tests/history_engine3.py`), read back from the
-    histories themselves: one engine-3 marker, priorities and the routed model queue on the
-    activities, the contributed state in the memo beside the counters (carried across
+def test_the_routed_fork_and_reused_id_histories_hold_what_they_claim() -> None:
+    """Issues 21-23's features (`tests/history_routed.py`), read back from the histories
+    themselves: priorities and the routed model queue on the activities, the contributed state in the memo beside the counters (carried across
     continue-as-new), a fork's lineage, and a reused approved call id asked about again."""
-    todo = [load_history(HISTORIES / f"history-engine3-todo{s}.json").events
-            for s in ("", ".run2", ".run3")]
-    assert patch_ids(todo[0])[0] == ENGINE_3
+    todo = [load_history(p).events for p in FILES if p.name.startswith("history-routed-todo.")]
+    assert len(todo) >= 2, "the routed run continued as new"
     for events in todo:
         models = [e.activity_task_scheduled_event_attributes for e in events
                   if e.HasField("activity_task_scheduled_event_attributes")]
@@ -259,14 +248,14 @@ def test_the_engine_3_histories_record_what_this_release_adds() -> None:
               if e.HasField("workflow_properties_modified_event_attributes")
               and "towline.state" in e.workflow_properties_modified_event_attributes.upserted_memo.fields]
     assert [t["status"] for t in states[-1]["todos"]] == ["completed", "completed"]
-    carried = todo[2][0].workflow_execution_started_event_attributes.memo.fields
+    carried = todo[-1][0].workflow_execution_started_event_attributes.memo.fields
     assert "towline.state" in carried and "towline.counters" in carried
 
-    fork = load_history(HISTORIES / "history-engine3-fork.json").events
+    fork = load_history(HISTORIES / "history-fork.json").events
     lineage = fork[0].workflow_execution_started_event_attributes.memo.fields["towline.forked_from"]
     assert json.loads(lineage.data) == {"run_id": "history-tools", "step": 1}
 
-    approval = load_history(HISTORIES / "history-engine3-approval.json").events
+    approval = load_history(HISTORIES / "history-reused-id.json").events
     accepted = [e for e in approval if e.HasField("workflow_execution_update_accepted_event_attributes")]
     decided = [json.loads(e.workflow_execution_update_accepted_event_attributes.accepted_request
                           .input.args.payloads[0].data)["call_id"] for e in accepted]
@@ -274,19 +263,3 @@ def test_the_engine_3_histories_record_what_this_release_adds() -> None:
     pays = [e for e in approval if e.HasField("activity_task_scheduled_event_attributes")
             and e.activity_task_scheduled_event_attributes.activity_type.name == "towline.tool.pay"]
     assert len(pays) == 2
-
-
-def test_the_engine_4_histories_were_written_by_engine_4() -> None:
-    """Each committed engine-4 recording's first execution records the engine-4 marker (and no
-    older engine's), so replaying it checks today's code against engine 4's commands."""
-    for rec in ENGINE4_RECORDINGS:
-        ids = patch_ids(load_history(HISTORIES / f"{rec.workflow_id}.json").events)
-        assert ENGINE_4 in ids and ENGINE_3 not in ids and ENGINE_2 not in ids, (rec.workflow_id, ids)
-
-
-def test_the_engine_5_histories_were_written_by_engine_5() -> None:
-    """Each committed engine-5 recording's first execution records the engine-5 marker and no
-    other engine's: replaying it checks today's code against engine 5's commands."""
-    for rec in ENGINE5_RECORDINGS:
-        ids = patch_ids(load_history(HISTORIES / f"{rec.workflow_id}.json").events)
-        assert ENGINE_5 in ids and ENGINE_4 not in ids, (rec.workflow_id, ids)

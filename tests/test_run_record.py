@@ -73,7 +73,8 @@ async def test_a_message_known_only_by_reference_is_a_placeholder_or_unknown_wit
 
 
 async def test_a_continued_execution_read_alone_lacks_its_earlier_messages() -> None:
-    names = ["history-carried.json", "history-carried.run2.json", "history-carried.run3.json"]
+    names = ["history-continue-as-new.json", "history-continue-as-new.run2.json",
+             "history-continue-as-new.run3.json"]
     histories = [load_history(HISTORIES / name) for name in names]
     whole = await read_histories(histories, DataConverter.default)
     alone = await read_histories(histories[1:2], DataConverter.default)

@@ -18,7 +18,7 @@ from ag_ui.core import RunAgentInput
 from temporalio.client import Client
 
 from towline.events import RunEvent
-from towline.review import PendingCall
+from towline.review import PendingApproval
 from towline.serve.agui import TurnMapper
 from towline.serve.app import ServeConfig, create_app
 from towline.serve.waits import (
@@ -35,9 +35,10 @@ def _ev(offset: int, type: str, **fields: Any) -> RunEvent:
     return RunEvent.model_validate({"type": type, "offset": offset, **fields})
 
 
-def _call(call_id: str, kind: str = "approval", **extra: Any) -> PendingCall:
-    return PendingCall("wf", call_id, "launch", {"target": "moon"}, 1, f"d-{call_id}", 1,
-                       kind=kind, decisions=("approve", "reject", "edit"), **extra)
+def _call(call_id: str, kind: str = "approval", **extra: Any) -> PendingApproval:
+    return PendingApproval(workflow_id="wf", call_id=call_id, tool_name="launch",
+                           args={"target": "moon"}, run_step=1, digest=f"d-{call_id}", index=1,
+                           kind=kind, decisions=["approve", "reject", "edit"], **extra)
 
 
 def _wire(events: list[Any]) -> list[dict[str, Any]]:

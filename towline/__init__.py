@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         UsageLimitExceeded,
     )
     from towline.events import RunEvent
+    from towline.hooks import HookContext, hook_context
     from towline.mcp import MCPServer
     from towline.messages import (
         BinaryContent,
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from towline.results import Counters, PartialRun, RunInput, RunResult, RunStatus
     from towline.runtime.deps import current_deps
     from towline.runtime.instructions import InstructionsContext
+    from towline.runtime.model_types import Model
     from towline.runtime.plugin import TowlinePlugin
     from towline.storage.payload_store import FileStorageDriver, PayloadStore
     from towline.tools import (
@@ -142,6 +144,8 @@ _HOMES: dict[str, str] = {
     "UnknownAgent": "towline.errors",
     "UsageLimitExceeded": "towline.errors",
     "RunEvent": "towline.events",
+    "HookContext": "towline.hooks",
+    "hook_context": "towline.hooks",
     "MCPServer": "towline.mcp",
     "BinaryContent": "towline.messages",
     "DocumentUrl": "towline.messages",
@@ -175,6 +179,7 @@ _HOMES: dict[str, str] = {
     "RunResult": "towline.results",
     "RunStatus": "towline.results",
     "TowlinePlugin": "towline.runtime.plugin",
+    "Model": "towline.runtime.model_types",
     "FileStorageDriver": "towline.storage.payload_store",
     "PayloadStore": "towline.storage.payload_store",
     "Tool": "towline.tools",
@@ -287,6 +292,11 @@ __all__ = [
     "KeyProvider",
     # live events (`towline.client.events`, `towline watch`)
     "RunEvent",
+    # what capability hook code may do in its run (docs/hook-code.md)
+    "HookContext",
+    "hook_context",
+    # the interface every model implements (a guard model given as an object)
+    "Model",
     # large payloads
     "PayloadStore",
     "FileStorageDriver",

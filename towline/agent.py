@@ -117,7 +117,7 @@ class Agent:
     """How long a background model call may go unfinished: polled this long (or
     `MAX_BACKGROUND_POLLS` times, whichever comes first, so that its history stays far
     from Temporal's limit), it is cancelled and the run fails `BackgroundTimeout` with the
-    partial run (engine 5; earlier runs poll on)."""
+    partial run."""
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -1,4 +1,5 @@
-"""Thin helpers over `temporalio.client.Client`: connect, start a run, run to the end.
+"""Thin helpers over `temporalio.client.Client`: connect, start a run, run to the end, and
+`RunHandle`, a typed handle on one run (its state, pending calls, decisions, messages, events).
 
 Connection settings come from Temporal's environment configuration
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, profiles in `temporal.toml`, TLS and
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from temporalio.client import (
     Client,
@@ -25,6 +26,7 @@ from temporalio.common import TypedSearchAttributes, WorkerDeploymentVersion, Wo
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.workflow import UpdateMethodMultiParam
 
 from towline.agent import Agent
 from towline.encryption.codec import EncryptionCodec
@@ -34,7 +36,15 @@ from towline.fleet.routing import ModelRoutes, run_priority
 from towline.messages import Message, UserContent, prompt_text
 from towline.models import Model
 from towline.options import Limits
-from towline.results import ClientToolSpec, Counters, PartialRun, RunInput, RunResult
+from towline.results import (
+    ClientToolSpec,
+    Counters,
+    PartialRun,
+    PendingApproval,
+    RunInput,
+    RunResult,
+    StateQueryResult,
+)
 from towline.review.delivery import ACCEPT_WAIT, deliver
 from towline.runtime.fingerprint import agent_version
 from towline.runtime.ledger import MEMO_KEY, to_proto
@@ -52,8 +62,17 @@ from towline.storage.payload_store import PayloadStore
 if TYPE_CHECKING:  # imported on first use (`__getattr__`): the client stays light
     from towline.fleet.schedules import create_schedule
     from towline.timetravel.travel import fork
+    from towline.workflows import AgentRun
+    from towline.workflows.decisions import (
+        ApprovalDecision,
+        Decisions,
+        EditDecision,
+        PolicyUpdate,
+        RespondDecision,
+        ToolResultInput,
+    )
 
-__all__ = ["connect", "connect_config", "with_towline", "start_run", "run", "run_error",
+__all__ = ["RunHandle", "run_handle", "connect", "connect_config", "with_towline", "start_run", "run", "run_error",
            "send", "ended_run", "ended_by", "typed_output", "events", "create_schedule", "fork", "DEFAULT_ADDRESS", "DEFAULT_TASK_QUEUE",
            "OWN_QUEUE_PREFIX", "own_task_queue", "is_own_queue"]
 
@@ -283,8 +302,7 @@ async def send(handle: WorkflowHandle[Any, Any], content: str | Sequence[UserCon
 
     message = SendInput(content=content if isinstance(content, str) else list(content))
     try:
-        update = await deliver(handle, "send", message, wait)
-        return await update.result()
+        return await (await deliver(handle, _agent_run().send, message, wait)).result()
     except (WorkflowUpdateFailedError, RPCError) as e:
         if (ended := await ended_by(handle, e)) is None:
             raise  # refused by a run that goes on, or another RPC error
@@ -369,6 +387,116 @@ async def events(
             if e.status not in _TRANSIENT or failures > _RETRIES:
                 raise
             await asyncio.sleep(min(0.2 * 2 ** failures, 5.0))
+
+
+R = TypeVar("R")
+
+
+def _agent_run() -> type[AgentRun]:
+    """The workflow class, whose queries, updates and signals `RunHandle` calls by reference
+    (imported on first use: the workflow side is not loaded with the client)."""
+    from towline.workflows import AgentRun
+
+    return AgentRun
+
+
+class RunHandle:
+    """A typed handle on one run (an `AgentRun` workflow): its queries, updates and signals
+    called by reference, each taking and returning the models the workflow itself uses.
+
+    Got from `run_handle(client, run_id)` (or `RunHandle(workflow_handle)`); `workflow` is the
+    Temporal handle beneath, for what Temporal itself offers (describe, terminate, ...).
+    Updates wait `wait` seconds for a worker to take them (`towline.review.delivery`).
+    """
+
+    def __init__(self, workflow: WorkflowHandle[Any, Any]) -> None:
+        self.workflow: WorkflowHandle[Any, Any] = workflow
+
+    async def _update(self, update: UpdateMethodMultiParam[[Any, Any], R], arg: Any,
+                      wait: float | None, waited: float | None = None) -> R:
+        """Deliver `update` (`towline.review.delivery.deliver`) and wait for its result."""
+        return await (await deliver(self.workflow, update, arg, wait, waited=waited)).result()
+
+    @property
+    def id(self) -> str:
+        """The run's workflow id."""
+        return self.workflow.id
+
+    async def state(self, *, timeout: timedelta | None = None) -> StateQueryResult:
+        """Where the run is (its `state` query; `timeout`: the query's RPC timeout)."""
+        return await self.workflow.query(_agent_run().state, rpc_timeout=timeout)
+
+    async def pending(self, *, timeout: timedelta | None = None) -> list[PendingApproval]:
+        """The calls waiting for a decision or a client's result, in the order they were asked."""
+        return (await self.state(timeout=timeout)).pending()
+
+    async def messages(self, *, timeout: timedelta | None = None) -> list[Message]:
+        """The conversation so far (the `messages` query)."""
+        return list(await self.workflow.query(_agent_run().messages, rpc_timeout=timeout))
+
+    async def approve(self, decision: ApprovalDecision, *, wait: float | None = ACCEPT_WAIT) -> str:
+        """Approve a pending call (the `approve` update); what became of it."""
+        return await self._update(_agent_run().approve, decision, wait)
+
+    async def reject(self, decision: ApprovalDecision, *, wait: float | None = ACCEPT_WAIT) -> str:
+        """Reject a pending call (the `reject` update)."""
+        return await self._update(_agent_run().reject, decision, wait)
+
+    async def edit(self, decision: EditDecision, *, wait: float | None = ACCEPT_WAIT) -> str:
+        """Approve a pending call with other arguments (the `edit` update)."""
+        return await self._update(_agent_run().edit, decision, wait)
+
+    async def respond(self, decision: RespondDecision, *, wait: float | None = ACCEPT_WAIT) -> str:
+        """Give a pending call its return; the tool does not run (the `respond` update)."""
+        return await self._update(_agent_run().respond, decision, wait)
+
+    async def decide(self, decisions: Decisions, *, wait: float | None = ACCEPT_WAIT,
+                     waited: float | None = None) -> list[dict[str, Any]]:
+        """Several decisions at once, all applied or none (the `decide` update); their audit
+        entries (`waited`: the wait to name when `wait` is what is left of a longer one)."""
+        return await self._update(_agent_run().decide, decisions, wait, waited)
+
+    async def tool_result(self, result: ToolResultInput, *,
+                          wait: float | None = ACCEPT_WAIT) -> str:
+        """A client tool's result (the `tool_result` update)."""
+        return await self._update(_agent_run().tool_result, result, wait)
+
+    async def set_policy(self, policy: PolicyUpdate, *,
+                         wait: float | None = ACCEPT_WAIT) -> dict[str, Any]:
+        """Change the run's approval rules (the `set_policy` update); the policy in force."""
+        return await self._update(_agent_run().set_policy, policy, wait)
+
+    async def send(self, content: str | Sequence[UserContent], *,
+                   wait: float | None = ACCEPT_WAIT) -> Any:
+        """Send a session its next message; its answer (see `send`)."""
+        return await send(self.workflow, content, wait=wait)
+
+    def events(self, *, from_offset: int = 0, client: Client | None = None,
+               poll_cooldown: timedelta = timedelta(milliseconds=100)) -> AsyncGenerator[RunEvent]:
+        """The run's live events (see `events`)."""
+        return events(self.workflow, from_offset=from_offset, client=client,
+                      poll_cooldown=poll_cooldown)
+
+    async def result(self) -> RunResult:
+        """Wait for the run's result; the concrete `RunError` (`MaxStepsExceeded`, ...) if it
+        failed."""
+        try:
+            return RunResult.model_validate(await self.workflow.result())
+        except WorkflowFailureError as e:
+            raise run_error(e) from e
+
+    async def cancel(self) -> None:
+        """Cancel the run at its next step boundary (the `cancel` signal): it fails `Cancelled`."""
+        await self.workflow.signal(_agent_run().cancel)
+
+    async def end(self) -> None:
+        """End a session once it has answered (the `end` signal)."""
+        await self.workflow.signal(_agent_run().end)
+
+
+def run_handle(client: Client, run_id: str) -> RunHandle:
+    """The typed handle of the run with workflow id `run_id`."""
+    return RunHandle(client.get_workflow_handle(run_id, result_type=RunResult))
 
 
 _TRANSIENT = frozenset({

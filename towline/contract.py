@@ -19,10 +19,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import TypeAdapter
 
-from towline.messages import Message, Usage
-from towline.results import Counters, HandoffRecord, PartialRun, RunInput, RunResult, RunStatus
+from towline.messages import Message
+from towline.results import PartialRun, PendingApproval, RunInput, RunResult, StateQueryResult
 from towline.workflows import (
     ApprovalDecision,
     Decisions,
@@ -35,67 +35,6 @@ from towline.workflows import (
 
 __all__ = ["PendingApproval", "StateQueryResult", "ContractEntry", "SCHEMAS", "json_schemas",
            "schema_text"]
-
-
-class PendingApproval(BaseModel):
-    """A tool call waiting for a person's decision, as the `state` query shows it."""
-
-    model_config = ConfigDict(extra="allow")
-
-    tool_name: str
-    """The tool the model called."""
-    args: dict[str, Any]
-    """The call's arguments, as validated."""
-    run_step: int
-    """The model request that made the call."""
-    requested_at: str
-    """When the run started waiting (workflow time, ISO 8601)."""
-    digest: str | None = None
-    """What a decision names to be bound to this call (engine 4)."""
-    index: int | None = None
-    """The call's short number, which `towline approve RUN N` takes (engine 4)."""
-    kind: str = "approval"
-    """`approval` (a person decides) or `client` (a client tool's result is awaited)."""
-    decisions: list[str] = ["approve", "reject"]
-    """What may be decided: approve, reject, edit, respond."""
-    expires_at: str | None = None
-    """When the wait times out (absent: it does not)."""
-    metadata: dict[str, Any] | None = None
-    """What the call's rule attached for the reviewer (`Ask(metadata=...)`, or hook code's
-    `request_approval(metadata=...)`), or a client tool's `metadata` (what its client needs to
-    run the call); absent when none did (engine 5)."""
-
-
-class StateQueryResult(BaseModel):
-    """The answer of the `state` query: where the run is, without its conversation."""
-
-    agent: str | None
-    """The active agent's name: the one the run started as, or the one it was last handed to
-    (None before the run has decoded its input)."""
-    status: RunStatus
-    """`starting`, `running`, `waiting` (for an approval, or a session's next message),
-    `succeeded` or `failed` (the `TowlineStatus` search attribute): a `RunStatus`."""
-    counters: Counters | None
-    """The confirmed counters (the ledger); None while starting."""
-    usage: Usage | None
-    """Token usage so far; None while starting."""
-    pending_approvals: dict[str, PendingApproval]
-    """The calls waiting for a decision, keyed by tool call id (the `call_id` of the
-    `approve` and `reject` updates): an object, empty when none waits."""
-    state: dict[str, Any]
-    """The run's contributed state keys (capabilities' and middleware's)."""
-    waiting_for: str | None = None
-    """While `waiting`: `approval`, `tool_result` (a client tool's) or `message` (a session's)."""
-    remembered: list[dict[str, Any]] = []
-    """Decisions remembered for the run or the session (tool, pattern, kind, scope, by)."""
-    policy: dict[str, Any] = {}
-    """The run's own approval rules (`set_policy`): `{"rules": {...}, "default": ...}`."""
-    decisions: list[dict[str, Any]] = []
-    """The newest entries of the audit trail (who, when, why, digest, rule or person)."""
-    decisions_total: int = 0
-    """How many audit entries the run has recorded."""
-    handoffs: list[HandoffRecord] = []
-    """The run's handoffs so far, in order (`towline.capabilities.Handoff`)."""
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,6 @@ __all__ = [
     "ContentFiltered",
     "GuardrailTripped",
     "Cancelled",
-    "RunCancelled",
     "UnknownAgent",
     "InvalidRunInput",
     "InternalError",
@@ -382,10 +381,6 @@ class Cancelled(RunFailure):
     """A client cancelled the run: the `cancel` signal, or Temporal's cancel (UI, CLI, API)."""
 
 
-RunCancelled = Cancelled
-"""The name `Cancelled` had before; the failure's reason (its type) is `Cancelled`."""
-
-
 class UnknownAgent(RunFailure):
     """The run names an agent this worker has not registered."""
 
@@ -402,29 +397,12 @@ class InternalError(RunFailure):
     """A bug in towline itself; reported rather than leaving the run stuck."""
 
 
-FAILURE_TYPES: tuple[type[RunFailure], ...] = (
-    MaxStepsExceeded,
-    UsageLimitExceeded,
-    ToolRetriesExhausted,
-    OutputRetriesExhausted,
-    CapabilityViolation,
-    NondeterministicHook,
-    ToolCallIdentityChanged,
-    DuplicateToolCallId,
-    UncertainToolEffect,
-    ModelRequestFailed,
-    ContextLengthExceeded, BackgroundTimeout,
-    PayloadTooLarge,
-    MCPServerUnavailable,
-    ContentBlocked,
-    ContentFiltered,
-    GuardrailTripped,
-    Cancelled,
-    UnknownAgent,
-    InvalidRunInput,
-    InstructionsFailed,
-    InternalError,
-)
+def _subclasses(cls: type[RunFailure]) -> list[type[RunFailure]]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+FAILURE_TYPES: tuple[type[RunFailure], ...] = tuple(_subclasses(RunFailure))
+"""Every run failure above, in the order they are defined."""
 
 
 class _FailedRun(RunError, RunFailure):
@@ -448,8 +426,7 @@ class _FailedRun(RunError, RunFailure):
 
 
 _CLIENT_CLASSES: dict[str, type[_FailedRun]] = {}
-_BY_NAME: dict[str, type[RunFailure]] = {
-    **{cls.__name__: cls for cls in FAILURE_TYPES}, "RunCancelled": Cancelled}
+_BY_NAME: dict[str, type[RunFailure]] = {cls.__name__: cls for cls in FAILURE_TYPES}
 
 
 def failed_run(reason: str, message: str, partial: PartialRun | None) -> RunError:

@@ -56,6 +56,7 @@ class EventType(StrEnum):
     CLIENT_TOOL = "client_tool"
     INTERRUPTED = "interrupted"
     RETRY = "retry"
+    OUTPUT_RETRY = "output_retry"
 
 
 EVENT_TYPES: Final[tuple[str, ...]] = tuple(t.value for t in EventType)
@@ -147,7 +148,8 @@ class RunEvent(BaseModel):
     as `approval`, and its tool's `metadata` when it has some), `interrupted`
     (a session's `send` cancelled the model request in flight), `retry` (a model request's
     attempt failed and the next one started: `activity_id`, `what`, `attempt` (the failed
-    one), `failure`, `failure_type`, `worker_lost`), `user` (a message sent to the
+    one), `failure`, `failure_type`, `worker_lost`), `output_retry` (the model's output was
+    invalid and it is asked again: `message`), `user` (a message sent to the
     run), `answer` (a session's answer; it waits for the next message), `result` (the run
     succeeded: `output`, `counters`), `failed` (`reason`, `message`)."""
     offset: int = -1

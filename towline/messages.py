@@ -1,42 +1,46 @@
-"""Messages exchanged with a model, and the usage they cost.
+"""Messages exchanged with a model, their parts, and the usage they cost.
 
 A run's canonical history is a list of `Message`: a `ModelRequest` (what the
 runtime or the user sent) or a `ModelResponse` (what the model answered). Both
 carry a stable `id` so that history edits (`Remove(id)`) can name them. Every
 type here is a frozen pydantic model: JSON-serialisable through Temporal's
 pydantic data converter and replaced, never mutated.
+
+Media parts. A prompt (`UserPart.content`, `RunInput.prompt`) is text or a list of text and
+images, documents and audio (`ImageUrl`, `DocumentUrl`, `BinaryContent`), and a tool may
+return them. Each provider sends them in its own form; in JSON (a run's input, a history)
+bytes are standard base64, and a large payload goes through the payload store like any other.
+
+Native tool parts. `NativeToolCallPart` and `NativeToolReturnPart` are `ModelResponse` parts:
+the provider ran the tool (a web search, code in its container, a call to a remote MCP
+server) while it answered, so the call and its result come back together, in the response,
+and towline executes nothing. `provider_data` keeps the provider's own record exactly as it
+came (an Anthropic `server_tool_use` or `web_search_tool_result` block with its encrypted
+content, a Responses `web_search_call` item, a Gemini `executable_code` part with its thought
+signature): it is what goes back to the same provider family on the next request, never to
+another. `args` and `content` are readable copies for people and hooks; changing them changes
+nothing sent. `Suspended` marks a response its provider has not finished (Anthropic's
+`pause_turn`, an OpenAI background response still queued or in progress): the run's step
+goes on with more requests until it is complete (`ModelResponse.suspended`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    BaseModel,
+    ConfigDict,
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    ValidationError,
+    field_serializer,
     model_serializer,
-)
-
-from towline.media_parts import (  # the media parts: a module of their own, in this one's API
-    MEDIA_KINDS,
-    BinaryContent,
-    DocumentUrl,
-    ImageUrl,
-    MediaPart,
-    UserContent,
-    as_media,
-    media_in,
-    media_label,
-    prompt_text,
-)
-from towline.media_parts import FrozenModel as _Frozen
-from towline.native_parts import (  # what providers run on their side: in this module's API
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    Suspended,
-    native_label,
 )
 
 __all__ = [
@@ -96,6 +100,12 @@ def _drop(data: Any, defaults: dict[str, Any]) -> Any:
     return data  # pyright: ignore[reportUnknownVariableType]
 
 
+class _Frozen(BaseModel):
+    """The base of the message types: frozen, and no field it does not declare."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
 class _Compact(_Frozen):
     """A type whose fields at their default (`_compact_defaults`) a compacting dump leaves out."""
 
@@ -106,6 +116,144 @@ class _Compact(_Frozen):
     def _wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
         data = handler(self)
         return _drop(data, self._compact_defaults) if _compacting(info) else data
+
+
+# --- media parts --------------------------------------------------------------------------
+
+
+class ImageUrl(_Frozen):
+    """An image the provider fetches from a URL (or a `data:` URL)."""
+
+    kind: Literal["image-url"] = "image-url"
+    url: str
+    media_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """`image/png`, `image/jpeg`, ...; guessed from the URL's suffix when None."""
+
+
+class DocumentUrl(_Frozen):
+    """A document (a PDF, a text file) the provider fetches from a URL."""
+
+    kind: Literal["document-url"] = "document-url"
+    url: str
+    media_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """`application/pdf`, `text/plain`, ...; guessed from the URL's suffix when None."""
+
+
+class BinaryContent(_Frozen):
+    """Bytes of an image, a document or audio, with their media type.
+
+    In JSON (a run's input, a history) the bytes are base64 text; a large one
+    travels through the payload store like any other large payload.
+    """
+
+    model_config = ConfigDict(val_json_bytes="base64")
+
+    kind: Literal["binary"] = "binary"
+    data: bytes
+    media_type: str
+    """`image/png`, `application/pdf`, `audio/wav`, ..."""
+
+    @field_serializer("data", when_used="json")
+    def _standard_base64(self, data: bytes) -> str:
+        # not pydantic's `ser_json_bytes="base64"`, which writes the URL-safe alphabet: JSON
+        # readers (other clients, the codec server, `base64 -d`) expect the standard one
+        return base64.b64encode(data).decode("ascii")
+
+    @property
+    def base64(self) -> str:
+        """The bytes as base64 text."""
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        """The bytes as a `data:` URL."""
+        return f"data:{self.media_type};base64,{self.base64}"
+
+    def __repr__(self) -> str:
+        return f"BinaryContent(<{len(self.data)} bytes>, media_type={self.media_type!r})"
+
+
+MediaPart = Annotated[ImageUrl | DocumentUrl | BinaryContent, Field(discriminator="kind")]
+"""An image, a document or audio: by URL, or as bytes."""
+
+UserContent = str | MediaPart
+"""One item of a prompt: text, or a media part."""
+
+MEDIA_KINDS = frozenset({"image-url", "document-url", "binary"})
+"""The `kind` tags of the media parts (how they read in JSON)."""
+
+_MEDIA: TypeAdapter[ImageUrl | DocumentUrl | BinaryContent] = TypeAdapter(MediaPart)
+
+
+def as_media(value: Any) -> ImageUrl | DocumentUrl | BinaryContent | None:
+    """`value` as a media part: the part itself, or its JSON form (a tool's return read back
+    from history is a dict); None for anything else."""
+    if isinstance(value, ImageUrl | DocumentUrl | BinaryContent):
+        return value
+    if isinstance(value, dict) and value.get("kind") in MEDIA_KINDS:  # pyright: ignore[reportUnknownMemberType]
+        try:
+            if value.get("kind") == "binary" and isinstance(value.get("data"), str):  # pyright: ignore[reportUnknownMemberType]
+                return _MEDIA.validate_json(json.dumps(value))
+            return _MEDIA.validate_python(value)
+        except (ValidationError, ValueError):
+            return None
+    return None
+
+
+def media_in(content: Any) -> tuple[list[Any], list[ImageUrl | DocumentUrl | BinaryContent]]:
+    """A prompt's or a tool return's content split into its other items and its media parts.
+
+    A single value is read as a one-item list. Text and any other JSON stay in the first
+    list, in order; media parts (instances or their JSON form) go to the second."""
+    values: list[Any] = list(content) if isinstance(content, list | tuple) else [content]  # pyright: ignore[reportUnknownArgumentType]
+    rest: list[Any] = []
+    media: list[ImageUrl | DocumentUrl | BinaryContent] = []
+    for v in values:
+        m = as_media(v)
+        if m is None:
+            rest.append(v)
+        else:
+            media.append(m)
+    return rest, media
+
+
+def media_label(value: Any) -> str | None:
+    """`[image/png, 5000000 bytes]` or `[image-url: https://...]` for a media part or its JSON
+    form (sized from its base64 text, which is not decoded): how previews, events and
+    summaries name media, never with their bytes; None for anything else."""
+    if isinstance(value, BinaryContent):
+        return f"[{value.media_type}, {len(value.data)} bytes]"
+    if isinstance(value, ImageUrl | DocumentUrl):
+        return f"[{value.kind}: {value.url[:80]}]"
+    if not isinstance(value, dict):
+        return None
+    item: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    kind = item.get("kind")
+    if kind not in MEDIA_KINDS:
+        return None
+    if kind != "binary":
+        return f"[{kind}: {str(item.get('url'))[:80]}]"
+    data = item.get("data")
+    if isinstance(data, str):  # base64 text
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+    else:
+        size = len(data) if isinstance(data, bytes) else 0
+    return f"[{item.get('media_type')}, {size} bytes]"
+
+
+def prompt_text(content: str | Sequence[Any]) -> str:
+    """A prompt's text (its media parts named by `media_label`), for previews and summaries."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for item in content:
+        label = item if isinstance(item, str) else media_label(item)
+        if label is not None:
+            texts.append(label)
+    return "\n".join(texts)
+
+
+# --- usage and the request and response parts ---------------------------------------------
 
 
 class Usage(_Compact):
@@ -290,6 +438,95 @@ class RetryPart(_Compact):
     tool_call_id: str | None = None
 
     _compact_defaults: ClassVar[dict[str, Any]] = {"tool_name": None, "tool_call_id": None}
+
+
+# --- what a provider runs on its own side -------------------------------------------------
+
+
+def _empty(value: Any) -> bool:
+    return not value
+
+
+class NativeToolCallPart(_Frozen):
+    """A call of a provider's native tool, made and executed by the provider in this response."""
+
+    part_kind: Literal["native_tool_call"] = "native_tool_call"
+    tool_name: str
+    """towline's name of the tool (`web_search`, `web_fetch`, `code_execution`, `file_search`,
+    `mcp`), or the provider's own name for a tool towline has no name for."""
+    args: dict[str, Any] = Field(default_factory=dict[str, Any], exclude_if=_empty)
+    """What the tool was called with, as the provider reported it (a query, code, a URL; for
+    `mcp`: `server`, `tool` and its `arguments`)."""
+    tool_call_id: str = Field(default="", exclude_if=_empty)
+    """The provider's id of the call (its return part has the same id)."""
+    provider: str
+    """The provider family that ran it (`anthropic`, `openai`, `google`)."""
+    provider_data: dict[str, Any] = Field(default_factory=dict[str, Any], exclude_if=_empty)
+    """The provider's record of the call exactly as it came, sent back unchanged."""
+
+    _summary_keys: ClassVar[tuple[str, ...]] = ("query", "queries", "url", "code", "command",
+                                                "tool", "server")
+
+    def __repr__(self) -> str:
+        return (f"NativeToolCallPart(tool_name={self.tool_name!r}, args={native_label(self)!r}, "
+                f"tool_call_id={self.tool_call_id!r}, provider={self.provider!r})")
+
+
+class NativeToolReturnPart(_Frozen):
+    """The result of a native tool call, as the provider reported it in the same response."""
+
+    part_kind: Literal["native_tool_return"] = "native_tool_return"
+    tool_name: str
+    """The tool's name, as in its call part."""
+    tool_call_id: str = Field(default="", exclude_if=_empty)
+    """The id of the call it answers."""
+    content: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """A readable form of the result: search results' titles and URLs, the code's output, the
+    MCP tool's answer (the encrypted parts stay in `provider_data`)."""
+    status: Literal["succeeded", "failed"] = Field(default="succeeded",
+                                                   exclude_if=lambda v: v == "succeeded")
+    """Whether the provider reports that the tool worked (`failed`: an error result)."""
+    provider: str
+    """The provider family that ran it."""
+    provider_data: dict[str, Any] = Field(default_factory=dict[str, Any], exclude_if=_empty)
+    """The provider's record of the result exactly as it came (encrypted content included),
+    sent back unchanged."""
+
+    def __repr__(self) -> str:
+        text = repr(self.content)
+        return (f"NativeToolReturnPart(tool_name={self.tool_name!r}, status={self.status!r}, "
+                f"content={text[:80] + '…' if len(text) > 80 else text}, "
+                f"provider={self.provider!r})")
+
+
+class Suspended(_Frozen):
+    """A response its provider has not finished: the step makes more requests to complete it.
+
+    `pause_turn`: Anthropic paused a long turn of server tools; the turn is sent back as it
+    is and the model goes on (the pieces are joined into one response). `background`: an
+    OpenAI background response, still `queued` or `in_progress`; the run polls it by
+    `response_id`, with durable timers between short activities.
+    """
+
+    reason: Literal["pause_turn", "background"]
+    """Why the response is not finished."""
+    provider: str
+    """The provider family that holds it."""
+    response_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The provider's id of the response (a background response is polled by it)."""
+    status: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The provider's status of it (`queued`, `in_progress`)."""
+
+
+def native_label(part: NativeToolCallPart) -> str:
+    """A short readable form of a native call's arguments (`query='...'`), for lists and logs."""
+    args = part.args
+    shown = [(k, args[k]) for k in NativeToolCallPart._summary_keys if k in args] or list(args.items())  # pyright: ignore[reportPrivateUsage]
+    text = ", ".join(f"{k}={v!r}" for k, v in shown[:2])
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+# --- messages -----------------------------------------------------------------------------
 
 
 RequestPart = Annotated[

@@ -34,7 +34,9 @@ from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal, Self, cast
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -55,7 +57,6 @@ __all__ = [
     "HostedMCP",
     "NativeTool",
     "NATIVE_TOOLS",
-    "NATIVE_KINDS",
     "check_native_tools",
 ]
 
@@ -94,6 +95,15 @@ class NativeToolBase(_Options):
         return {name: getattr(self, name) for name in type(self).model_fields
                 if name != "type" and name in self.model_fields_set
                 and getattr(self, name) != type(self).model_fields[name].default}
+
+
+def _list_of(what: str) -> BeforeValidator:
+    """Refuses one string where a list of `what` is asked (it would pass as a list of letters)."""
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(f"must be a list of {what}, not one string")  # noqa: TRY004 - pydantic reports ValueError
+        return value
+    return BeforeValidator(check)
 
 
 def _domains(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -180,20 +190,8 @@ class CodeExecution(NativeToolBase):
     kind: ClassVar[str] = "code_execution"
     container: str | None = Field(default=None, min_length=1)
     """The id of an existing container to run in (OpenAI, Anthropic; None: a new one)."""
-    file_ids: Sequence[str] = ()
+    file_ids: Annotated[Sequence[str], _list_of("file ids"), AfterValidator(tuple)] = ()
     """Uploaded files the container starts with (OpenAI file ids)."""
-
-    @field_validator("file_ids", mode="before")
-    @classmethod
-    def _check_files(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("must be a list of file ids, not one string")  # noqa: TRY004 - pydantic reports ValueError
-        return value
-
-    @field_validator("file_ids")
-    @classmethod
-    def _frozen_files(cls, value: Sequence[str]) -> Sequence[str]:
-        return tuple(value)
 
 
 class FileSearch(NativeToolBase):
@@ -201,22 +199,11 @@ class FileSearch(NativeToolBase):
 
     type: Literal["file_search"] = "file_search"
     kind: ClassVar[str] = "file_search"
-    vector_store_ids: Sequence[str] = Field(min_length=1)
+    vector_store_ids: Annotated[Sequence[str], _list_of("vector store ids"),
+                                AfterValidator(tuple)] = Field(min_length=1)
     """The vector stores to search (at least one)."""
     max_num_results: int | None = Field(default=None, ge=1, le=50)
     """At most this many results per search (None: the provider's default)."""
-
-    @field_validator("vector_store_ids", mode="before")
-    @classmethod
-    def _check_ids(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("must be a list of vector store ids, not one string")  # noqa: TRY004 - pydantic reports ValueError
-        return value
-
-    @field_validator("vector_store_ids")
-    @classmethod
-    def _frozen_ids(cls, value: Sequence[str]) -> Sequence[str]:
-        return tuple(value)
 
 
 class HostedMCP(NativeToolBase):
@@ -272,9 +259,6 @@ NativeTool = Annotated[WebSearch | WebFetch | CodeExecution | FileSearch | Hoste
 
 NATIVE_TOOLS: TypeAdapter[list[NativeTool]] = TypeAdapter(list[NativeTool])
 """Validates and serialises a list of native tools."""
-
-NATIVE_KINDS = ("web_search", "web_fetch", "code_execution", "file_search", "mcp")
-"""Every native tool's `kind`, the name its calls have in a run's history."""
 
 
 def check_native_tools(owner: str, tools: Any) -> tuple[NativeTool, ...]:

@@ -114,12 +114,12 @@ class Limits(BaseModel):
     tool_calls_limit: int | None = Field(default=None, ge=0, le=INT32_MAX)
     """Tool executions a run may start; checked per response before any runs."""
     request_limit: int | None = Field(default=None, ge=0, le=INT64_MAX)
-    """Model activity calls (including retries by wrappers) a run may make; engine 5 on, its
+    """Model activity calls (including retries by wrappers) a run may make; its
     guard models' requests count too (not in the ledger's `requests`, which are the run's
     own), each checked before it is sent."""
     total_tokens_limit: int | None = Field(default=None, ge=0, le=INT64_MAX)
     """Input plus output tokens (hooks' `llm_usage` included), checked after each response."""
     cost_limit: float | None = Field(default=None, ge=0, le=COST_MAX, allow_inf_nan=False)
     """US dollars the run may spend (hooks' `llm_usage` included), checked like
-    `total_tokens_limit` (engine 5: and before each guard model request). Only requests whose
+    `total_tokens_limit` (and before each guard model request). Only requests whose
     price is known count towards it."""

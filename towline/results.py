@@ -1,4 +1,6 @@
-"""What a run takes and gives: `RunInput`, `RunResult`, `PartialRun`, `Counters`.
+"""What a run takes and gives: `RunInput`, `RunResult`, `PartialRun`, `Counters`, and where a
+live run is: the `state` query's `StateQueryResult` with its `PendingApproval`s (the workflow
+returns it, `towline.client.RunHandle` reads it back, `docs/schemas/` derive from it).
 
 `RunInput` is plain JSON so that a run can be started from the `temporal` CLI or
 the Temporal UI as well as from Python.
@@ -6,7 +8,7 @@ the Temporal UI as well as from Python.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -20,7 +22,7 @@ from towline.runtime.payloads import PAYLOAD_LIMIT
 from towline.runtime.request_chain import RequestChain
 
 __all__ = ["RunStatus", "Counters", "ClientToolSpec", "RunInput", "RunResult", "PartialRun", "ResumeState", "WorkerFacts",
-           "HandoffRecord", "LEDGER_SCHEMA_VERSION"]
+           "HandoffRecord", "LEDGER_SCHEMA_VERSION", "PendingApproval", "StateQueryResult"]
 
 PRIORITY_MIN = 1
 """The highest priority (dispatched first)."""
@@ -154,7 +156,7 @@ class ResumeState(BaseModel):
     mcp_listings: dict[str, list[MCPToolSpec]] = Field(default_factory=dict)
     """The MCP servers' last tool lists (a run that lists once keeps its tools)."""
     approvals: dict[str, Any] | None = None
-    """Engine 4: the run's approval policy, remembered decisions, audit trail and call index."""
+    """The run's approval policy, remembered decisions, audit trail and call index."""
     stream: WorkflowStreamState | None = None
     """The live events' stream state (offsets, recent events) for the next execution."""
     facts: WorkerFacts | None = None
@@ -164,9 +166,9 @@ class ResumeState(BaseModel):
     handoffs: list[HandoffRecord] = Field(default_factory=list[HandoffRecord])
     """The run's handoffs so far: the next execution goes on as the last one's `to_agent`."""
     instructions: dict[str, str] = Field(default_factory=dict[str, str])
-    """Engine 5: by agent name, the text its instructions function gave (asked once a run)."""
+    """By agent name, the text its instructions function gave (asked once a run)."""
     guard_requests: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
-    """Engine 5: the guard model requests the run made so far (`request_limit` counts them
+    """The guard model requests the run made so far (`request_limit` counts them
     beside the ledger's `requests`, which are the run's own)."""
 
 
@@ -184,14 +186,14 @@ class ClientToolSpec(BaseModel):
     result_schema: dict[str, Any] | None = None
     """What a result must match (None: any JSON)."""
     timeout: timedelta | None = Field(default=None, gt=timedelta(0))
-    """Engine 5: how long a call waits for its result (None: indefinitely, or in a session
+    """How long a call waits for its result (None: indefinitely, or in a session
     at most its `session_timeout`); then the call is `unknown` (the run fails
     `UncertainToolEffect`), or `denied` when `idempotent` (the model is told)."""
     idempotent: bool = False
-    """Engine 5: the tool may be run again safely, so a call that timed out is `denied` (the
+    """The tool may be run again safely, so a call that timed out is `denied` (the
     model may ask again) rather than of uncertain effect."""
     metadata: dict[str, Any] | None = None
-    """Engine 5: what the client needs besides the arguments to run a call (a form's title,
+    """What the client needs besides the arguments to run a call (a form's title,
     a widget id...): on each pending call (the `state` query, `towline pending`) and its
     `client_tool` event."""
 
@@ -212,10 +214,10 @@ class RunInput(BaseModel):
     """Overrides the agent's limits for this run."""
     context: dict[str, Any] | None = None
     """The run's context: fields of the agent's `context_type` (handed to its tools, hooks
-    and instructions function, typed) and initial values of contributed state keys. Engine 5:
-    any other key, or an ill-typed value, ends the run with `InvalidRunInput` naming it."""
+    and instructions function, typed) and initial values of contributed state keys. Any
+    other key, or an ill-typed value, ends the run with `InvalidRunInput` naming it."""
     client_tools: list[ClientToolSpec] | None = None
-    """Engine 4: tools the client runs, offered to the model beside the agent's (an AG-UI
+    """Tools the client runs, offered to the model beside the agent's (an AG-UI
     client's `tools`): their calls wait for results from outside (`tool_result`)."""
     allowed_tools: list[str] | None = None
     """Ancestor authority: a sub-agent run may execute only these tools."""
@@ -230,7 +232,7 @@ class RunInput(BaseModel):
     session_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a session waits for the next message before completing (positive)."""
     on_busy: Literal["queue", "interrupt", "reject"] = "queue"
-    """Engine 4, a session: what a `send` does while a turn runs. `queue`: it waits its turn;
+    """A session: what a `send` does while a turn runs. `queue`: it waits its turn;
     `interrupt`: the model request in flight is cancelled and the run asks again with it;
     `reject`: the send is refused (the run is busy)."""
     continue_as_new_after_events: int | None = Field(default=None, ge=1)
@@ -291,6 +293,87 @@ class RunResult(BaseModel):
     """The run's handoffs, in order (`towline.capabilities.Handoff`): the last one's
     `to_agent` gave the output; none when the agent it started as did."""
     session_end: Literal["request", "idle"] | None = None
-    """How a session ended (engine 5): `request` (the `end` signal, `towline end`), `idle` (no
-    message came within `session_timeout`); None for a run that is not a session, or one
-    started by an earlier towline."""
+    """How a session ended: `request` (the `end` signal, `towline end`), `idle` (no message
+    came within `session_timeout`); None for a run that is not a session."""
+
+
+class PendingApproval(BaseModel):
+    """A tool call waiting for a person's decision (kind `approval`) or a client tool's result
+    (kind `client`), as the `state` query shows it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    call_id: str
+    """The tool call's id (the key it is listed under; what a decision names)."""
+    workflow_id: str
+    """The run it waits in."""
+    tool_name: str
+    """The tool the model called."""
+    args: dict[str, Any]
+    """The call's arguments, as validated."""
+    run_step: int | None = None
+    """The model request that made the call (the run always gives it: None only for a call a
+    client names by id without having read the run's state)."""
+    digest: str | None = None
+    """What a decision names to be bound to this call (always given by the run)."""
+    index: int | None = None
+    """The call's short number, which `towline approve RUN N` takes (#1, #2, ...; always given
+    by the run)."""
+    requested_at: datetime | None = None
+    """When the run started waiting (workflow time, ISO 8601; always given by the run)."""
+    kind: str = "approval"
+    """`approval` (a person decides) or `client` (a client tool's result is awaited)."""
+    decisions: list[str] = ["approve", "reject"]
+    """What may be decided: approve, reject, edit, respond."""
+    expires_at: datetime | None = None
+    """When the wait times out (absent: it does not)."""
+    metadata: dict[str, Any] | None = None
+    """What the call's rule attached for the reviewer (`Ask(metadata=...)`, or hook code's
+    `request_approval(metadata=...)`), or a client tool's `metadata` (what its client needs to
+    run the call); absent when none did."""
+
+    def waited(self, now: datetime) -> timedelta | None:
+        """How long the call has waited by `now` (None: not known)."""
+        return None if self.requested_at is None else max(now - self.requested_at, timedelta())
+
+    def to_json(self, now: datetime | None = None) -> dict[str, Any]:
+        """The JSON form (`towline pending --json`; with `now`, how long it has waited)."""
+        waited = self.waited(now) if now is not None else None
+        return {**self.model_dump(mode="json"),
+                "waited_seconds": round(waited.total_seconds(), 3) if waited is not None else None}
+
+
+class StateQueryResult(BaseModel):
+    """The answer of the `state` query: where the run is, without its conversation."""
+
+    agent: str | None = None
+    """The active agent's name: the one the run started as, or the one it was last handed to
+    (None before the run has decoded its input)."""
+    status: RunStatus = RunStatus.STARTING
+    """`starting`, `running`, `waiting` (for an approval, or a session's next message),
+    `succeeded` or `failed` (the `TowlineStatus` search attribute): a `RunStatus`."""
+    counters: Counters | None = None
+    """The confirmed counters (the ledger); None while starting."""
+    usage: Usage | None = None
+    """Token usage so far; None while starting."""
+    pending_approvals: dict[str, PendingApproval] = {}
+    """The calls waiting for a decision, keyed by tool call id (the `call_id` of the
+    `approve` and `reject` updates): an object, empty when none waits."""
+    state: dict[str, Any] = {}
+    """The run's contributed state keys (capabilities' and middleware's)."""
+    waiting_for: str | None = None
+    """While `waiting`: `approval`, `tool_result` (a client tool's) or `message` (a session's)."""
+    remembered: list[dict[str, Any]] = []
+    """Decisions remembered for the run or the session (tool, pattern, kind, scope, by)."""
+    policy: dict[str, Any] = {}
+    """The run's own approval rules (`set_policy`): `{"rules": {...}, "default": ...}`."""
+    decisions: list[dict[str, Any]] = []
+    """The newest entries of the audit trail (who, when, why, digest, rule or person)."""
+    decisions_total: int = 0
+    """How many audit entries the run has recorded."""
+    handoffs: list[HandoffRecord] = []
+    """The run's handoffs so far, in order (`towline.capabilities.Handoff`)."""
+
+    def pending(self) -> list[PendingApproval]:
+        """The pending calls, in the order they were asked (by their short number)."""
+        return sorted(self.pending_approvals.values(), key=lambda c: (c.index is None, c.index or 0, c.call_id))

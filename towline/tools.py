@@ -24,7 +24,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from temporalio.common import RetryPolicy
 
 from towline.messages import ToolCallPart, ToolReturnPart, Usage
-from towline.runtime.json_schemas import AnyArgs, compiled_schema, schema_errors
+from towline.runtime.json_schemas import AnyArgs, checked_args, compiled_schema, schema_errors
 
 __all__ = [
     "Tool",
@@ -46,9 +46,11 @@ executes nothing itself (the run goes on as that agent), so ancestor authority d
 apply to it; what the agent then runs is held to it."""
 
 ToolCall = ToolCallPart
-"""A tool call as hooks see it (`tool_name`, `args`, `tool_call_id`, `kind`, `metadata`)."""
+"""A tool call as hooks see it (`tool_name`, `args`, `tool_call_id`, `kind`, `metadata`): the
+hook-side name of `towline.messages.ToolCallPart`, the same type."""
 ToolReturn = ToolReturnPart
-"""A tool's return record as hooks see it (`content`, `status`)."""
+"""A tool's return record as hooks see it (`content`, `status`): the hook-side name of
+`towline.messages.ToolReturnPart`, the same type."""
 
 ToolFunc = Callable[..., Any]
 
@@ -128,7 +130,7 @@ class ToolContext(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     """A copy of the run's contributed state at the time of the call."""
     context: Any = None
-    """The run's context (`RunInput.context`, engine 5): an instance of the agent's
+    """The run's context (`RunInput.context`): an instance of the agent's
     `context_type`, validated when the run started; None when the agent declares none.
     Read-only: a copy, and the same in every call of the run (docs/agents-and-tools.md)."""
     deps: Any = Field(default=None, exclude=True, repr=False)
@@ -202,7 +204,7 @@ class Tool:
     for its result from outside (the `tool_result` update, `towline respond`), and checks it
     against the function's return type; the function (a stub) never runs."""
     client_timeout: timedelta | None = None
-    """A client tool: how long to wait for its result (None: indefinitely; engine 5, in a
+    """A client tool: how long to wait for its result (None: indefinitely; in a
     session, at most its `session_timeout`, whichever is shorter). Then the call is
     `unknown` (the client may have acted: the run fails `UncertainToolEffect`), or `denied`
     when the tool is `idempotent` (nothing is uncertain about an action that may be repeated:
@@ -350,11 +352,7 @@ class SchemaClientTool(Tool):
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate against the schema; raises `pydantic.ValidationError` like any tool."""
-        value = copy.deepcopy(dict(args))
-        error = schema_errors(self._input_validator, value, self.name)
-        if error is not None:
-            raise error
-        return value
+        return checked_args(self._input_validator, args, self.name)
 
     def validate_output(self, result: Any) -> str | None:
         """What is wrong with `result` against `result_schema` (None: nothing)."""

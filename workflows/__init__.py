@@ -12,6 +12,7 @@ from .decisions import (
     ToolResultInput,
     call_digest,
 )
+from .hook_api import HookApi
 from .model_call import call_model
 
 __all__ = ["AgentRun", "ApprovalDecision", "EditDecision", "RespondDecision", "Decision",
@@ -19,11 +20,14 @@ __all__ = ["AgentRun", "ApprovalDecision", "EditDecision", "RespondDecision", "D
            "call_model", "current_run"]
 
 
-def current_run() -> AgentRun:
-    """The `AgentRun` executing the calling hook (hooks run as workflow code)."""
-    from temporalio import workflow
+def current_run() -> HookApi:
+    """What hook code may do in the `AgentRun` executing the calling hook (hooks run as
+    workflow code): its `HookApi` part (`request_approval`, `is_approved`, `gate`, `agent_run`,
+    ...), from the run's scope (`workflows.scope`). Hook code has a public way to what it
+    offers: `towline.hook_context()`."""
+    from .scope import hooks
 
-    instance = workflow.instance()
-    if not isinstance(instance, AgentRun):
+    found = hooks()
+    if not isinstance(found, HookApi):
         raise TypeError("not inside an AgentRun workflow")
-    return instance
+    return found

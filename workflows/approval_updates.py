@@ -1,6 +1,7 @@
-"""The human-in-the-loop updates of `AgentRun` and the gate `ToolApproval` calls (a base of it).
+"""The approvals desk of an `AgentRun` (`ApprovalDesk`, a part the workflow composes): what its
+human-in-the-loop updates do, and the gate `ToolApproval` calls.
 
-Updates: `approve`, `reject`, `edit`, `respond`, `decide` (several at once), `set_policy`,
+Updates (`AgentRun`'s, which hand each to the desk): `approve`, `reject`, `edit`, `respond`, `decide` (several at once), `set_policy`,
 `tool_result` (`decisions` has their arguments). Each validator refuses, changing nothing, a
 decision for a call that is not pending, already decided, or whose digest differs, a kind of
 decision the call's rule does not allow, edited arguments its tool's schema refuses and a
@@ -19,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from temporalio import workflow
 
 from towline.capabilities.approval_rules import RuleAnswer
-from towline.errors import ToolDenied, ToolResponded
+from towline.errors import InternalError, ToolDenied, ToolResponded
 from towline.tools import ToolCall, ToolContext
 
 from .approvals import (
@@ -43,10 +44,9 @@ from .decisions import (
     RespondDecision,
     ToolResultInput,
 )
-from .hook_api import HookApi
 from .hooks import check_jsonable
 from .run import Run
-from .versions import at_least
+from .steering import Steering
 
 
 @runtime_checkable
@@ -63,16 +63,33 @@ class ApprovalPolicy(Protocol):
         ...
 
 
-__all__ = ["ApprovalHandlers", "ApprovalPolicy"]
+__all__ = ["ApprovalDesk", "ApprovalPolicy"]
 
 
+class ApprovalDesk:
+    """The run's decisions: the gate and the waits for a person's decision or a client tool's
+    result, and what the decision updates (`approve` ... `set_policy`, `tool_result`) and their
+    validators do. `AgentRun` builds it, hands it the run's `Run` once it exists (`run`), and
+    its update handlers call it."""
 
-class ApprovalHandlers(HookApi):
-    """Policies, decisions and client tool results (engine 4), and the earlier `approve` and
-    `reject` of runs started before it."""
+    def __init__(self, steering: Steering) -> None:
+        self.steering = steering
+        """The run's steering: a waiting call stops waiting when the run is cancelled."""
+        self.run: Run | None = None
+        """The run's state, once `AgentRun` has built it."""
+        self._resolutions: dict[str, Resolution] = {}
+        """Decisions made, by the digest of the call they resolve, until its wait takes them."""
+        self._approved: set[str] = set()
+        """The calls whose `request_approval` decision was an approval (`is_approved`)."""
 
-    _resolutions: dict[str, Resolution]
-    """Decisions made, by the digest of the call they resolve, until its wait takes them."""
+    def _require_run(self) -> Run:
+        if self.run is None:
+            raise InternalError("the run has not started")
+        return self.run
+
+    def is_approved(self, call_id: str) -> bool:
+        """Whether the decision on `call_id` was an approval."""
+        return call_id in self._approved
 
     # --- the gate ------------------------------------------------------------------------
 
@@ -80,7 +97,7 @@ class ApprovalHandlers(HookApi):
         """Apply `policy` to `call`: the call to run (maybe edited), or raise `ToolDenied` /
         `ToolResponded`."""
         run = self._require_run()
-        answer = policy.answer(call.tool_name, call.args, run.hitl.policy)
+        answer = policy.answer(call.tool_name, call.args, run.approvals.hitl.policy)
         base = {"call_id": call.tool_call_id, "tool": call.tool_name, "step": ctx.run_step}
         if answer.verdict == "approve":
             if answer.audited:
@@ -97,7 +114,7 @@ class ApprovalHandlers(HookApi):
             pending = register(run, ctx, call, kind="approval", decisions=answer.decisions,  # pyright: ignore[reportArgumentType]
                                timeout=timeout, metadata=answer.metadata)
             resolution = await wait_for(run, self._resolutions, pending, call, timeout,
-                                        lambda: self._cancelled)
+                                        lambda: self.steering.cancelled)
             if resolution.kind == "timeout":
                 audit(run, {**base, "decision": "timed_out", "source": "timeout",
                             "digest": pending.digest, "reason": resolution.reason})
@@ -119,8 +136,7 @@ class ApprovalHandlers(HookApi):
     @staticmethod
     def _outcome(call: ToolCall, resolution: Resolution, rejection: str | None = None) -> ToolCall:
         """The call to run, or the denial the model is told. A rejection's text: the decision's
-        `message`, else the tool's configured one (`rejection`), else the reviewer's reason
-        (engine 5; before it, always the reason)."""
+        `message`, else the tool's configured one (`rejection`), else the reviewer's reason."""
         if resolution.kind == "approve":
             return call
         if resolution.kind == "edit":
@@ -129,28 +145,25 @@ class ApprovalHandlers(HookApi):
             raise ToolResponded(resolution.result)
         if resolution.kind == "deny":  # the run's policy, changed while the call waited
             raise ToolDenied(resolution.reason or "denied by the run's approval policy")
-        told = (resolution.message or rejection) if at_least(5) else None
+        told = resolution.message or rejection
         raise ToolDenied(told or f"rejected by a reviewer: {resolution.reason or 'no reason given'}")
 
     async def request_approval(self, ctx: ToolContext, call: ToolCall,
                                timeout: timedelta | None, *,
                                metadata: Mapping[str, Any] | None = None) -> ApprovalDecision | None:
         """Wait durably for a person to approve or reject `call` (hook code's own gate); None
-        means no decision within `timeout`. Engine 4: bound to the call's digest, in the
-        audit trail, and approve or reject only. Engine 5: `metadata` (JSON) is shown with the
-        pending call, and a rejection's `message` is the decision's."""
-        if not at_least(4):
-            return await super().request_approval(ctx, call, timeout)
+        means no decision within `timeout`. Bound to the call's digest, in the audit trail,
+        and approve or reject only; `metadata` (JSON) is shown with the pending call, and a
+        rejection's `message` is the decision's."""
         run = self._require_run()
         if metadata is not None:
             metadata = dict(check_jsonable(dict(metadata), "request_approval got metadata"))
         call_id = call.tool_call_id
-        self._decisions.pop(call_id, None)
         self._approved.discard(call_id)
         pending = register(run, ctx, call, kind="approval", decisions=("approve", "reject"),
                            timeout=timeout, metadata=metadata)
         resolution = await wait_for(run, self._resolutions, pending, call, timeout,
-                                    lambda: self._cancelled)
+                                    lambda: self.steering.cancelled)
         if resolution.kind == "timeout":
             audit(run, {"call_id": call_id, "tool": call.tool_name, "step": ctx.run_step,
                         "decision": "timed_out", "source": "timeout", "digest": pending.digest,
@@ -160,7 +173,6 @@ class ApprovalHandlers(HookApi):
         decision = ApprovalDecision(call_id=call_id,
                                     reason=resolution.reason or ("approved" if approved else "rejected"),
                                     message=resolution.message)
-        self._decisions[call_id] = decision
         if approved:
             self._approved.add(call_id)
         return decision
@@ -168,11 +180,11 @@ class ApprovalHandlers(HookApi):
     async def client_result(self, ctx: ToolContext, call: ToolCall, timeout: Any, *,
                             metadata: Mapping[str, Any] | None = None) -> Resolution:
         """Wait durably for a client tool's result (`tool_result`, or `respond`); the call is
-        shown with its tool's `metadata` (engine 5)."""
+        shown with its tool's `metadata`."""
         run = self._require_run()
         pending = register(run, ctx, call, kind="client", timeout=timeout, metadata=metadata)
         return await wait_for(run, self._resolutions, pending, call, timeout,
-                              lambda: self._cancelled)
+                              lambda: self.steering.cancelled)
 
     # --- checking and applying decisions ---------------------------------------------------
 
@@ -180,21 +192,18 @@ class ApprovalHandlers(HookApi):
                by: str | None = None) -> None:
         """Refuse (ValueError, nothing changed) any decision the run cannot take (`check_result`
         False: a client's error or retry answer, with no result to check)."""
-        if not at_least(5) and any(d.message is not None for d in decisions):
-            raise ValueError("this run was started by an earlier towline, which tells the model "
-                             "the reason of a rejection: give a reason, not a message")
-        check_decisions(self._run, self._resolutions, decisions, check_result=check_result, by=by)
+        check_decisions(self.run, self._resolutions, decisions, check_result=check_result, by=by)
 
     def _apply(self, decisions: list[Decision], by: str | None,
                client_answer: str = "result") -> list[dict[str, Any]]:
         """Record each decision's resolution, audit entry and (if asked) remembered rule; a
-        client tool's call is resolved `client_answer` (result, or engine 5's error or retry)."""
+        client tool's call is resolved `client_answer` (result, error or retry)."""
         run = self._require_run()
         info = workflow.current_update_info()
         update_id = info.id if info is not None else None
         entries: list[dict[str, Any]] = []
         for d in decisions:
-            entry = run.pending_approvals[d.call_id]
+            entry = run.approvals.pending[d.call_id]
             client = entry["kind"] == "client"
             kind = client_answer if client else d.kind
             args = dict(d.args) if d.kind == "edit" and d.args is not None else None
@@ -214,98 +223,84 @@ class ApprovalHandlers(HookApi):
                     reason=d.reason, args=args, result=d.result, message=d.message, by=by))
         return entries
 
-    # --- the updates -----------------------------------------------------------------------
+    # --- the updates (`AgentRun`'s handlers call these) ----------------------------------------
 
-    @workflow.update
-    async def approve(self, decision: Any) -> str:
+    def approve(self, decision: Any) -> str:
         """Approve a waiting tool call (an `ApprovalDecision`)."""
         d = decoded(ApprovalDecision, decision, "approve", accepted=True)
-        if not at_least(4):
-            self._decisions[d.call_id] = d.model_copy(update={"reason": d.reason or "approved"})
-            self._approved.add(d.call_id)
-            return "approved"
         self._apply([as_decision(d, "approve")], d.by)
         return "approved"
 
-    @workflow.update
-    async def reject(self, decision: Any) -> str:
+    def reject(self, decision: Any) -> str:
         """Reject a waiting tool call (recorded `denied`; the model is told)."""
         d = decoded(ApprovalDecision, decision, "reject", accepted=True)
-        if not at_least(4):
-            self._decisions[d.call_id] = d.model_copy(update={"reason": d.reason or "rejected"})
-            return "rejected"
         self._apply([as_decision(d, "reject")], d.by)
         return "rejected"
 
-    @workflow.update
-    async def edit(self, decision: Any) -> str:
+    def edit(self, decision: Any) -> str:
         """Approve a waiting tool call with other arguments (an `EditDecision`; both recorded)."""
         d = decoded(EditDecision, decision, "edit", accepted=True)
         self._apply([as_decision(d, "edit", args=d.args)], d.by)
         return "edited"
 
-    @workflow.update
-    async def respond(self, decision: Any) -> str:
+    def respond(self, decision: Any) -> str:
         """Give a waiting call its return without running the tool (a `RespondDecision`), or a
         client tool's call its result."""
         d = decoded(RespondDecision, decision, "respond", accepted=True)
         self._apply([as_decision(d, "respond", result=d.result)], d.by)
         return "responded"
 
-    @workflow.update
-    async def decide(self, batch: Any) -> list[dict[str, Any]]:
+    def decide(self, batch: Any) -> list[dict[str, Any]]:
         """Several decisions at once (`Decisions`), applied together; their audit entries."""
         b = decoded(Decisions, batch, "decide", accepted=True)
         return self._apply(b.decisions, b.by)
 
-    @workflow.update
-    async def tool_result(self, result: Any) -> str:
-        """The result of a pending client tool call (a `ToolResultInput`), or (engine 5) its
-        error or a retry request."""
+    def tool_result(self, result: Any) -> str:
+        """The result of a pending client tool call (a `ToolResultInput`), or its error or a
+        retry request."""
         r = decoded(ToolResultInput, result, "tool_result", accepted=True)
         self._apply([Decision(kind="respond", call_id=r.call_id, digest=r.digest,
                               result=r.result, reason=r.error or r.retry)], r.by,
                     client_answer=r.answer)
         return "accepted"
 
-    @workflow.update
-    async def set_policy(self, update: Any) -> dict[str, Any]:
+    def set_policy(self, update: Any) -> dict[str, Any]:
         """Change the run's own approval rules (a `PolicyUpdate`); calls waiting now are
-        answered by them too. Returns the run's policy. Engine 5: an update that leaves the
-        policy as it was is not recorded in the audit trail."""
+        answered by them too. Returns the run's policy. An update that leaves the policy as it
+        was is not recorded in the audit trail."""
         u = decoded(PolicyUpdate, update, "set_policy", accepted=True)
         run = self._require_run()
-        before: dict[str, Any] = {"rules": run.hitl.policy.get("rules") or {},
-                                  "default": run.hitl.policy.get("default")}
-        rules: dict[str, Any] = dict(run.hitl.policy.get("rules") or {})
+        before: dict[str, Any] = {"rules": run.approvals.hitl.policy.get("rules") or {},
+                                  "default": run.approvals.hitl.policy.get("default")}
+        rules: dict[str, Any] = dict(run.approvals.hitl.policy.get("rules") or {})
         for name, rule in u.rules.items():
             if rule is None:
                 rules.pop(name, None)
             else:
                 rules[name] = rule if isinstance(rule, str) else rule.model_dump()
-        run.hitl.policy = {"rules": rules, "default": u.default or run.hitl.policy.get("default")}
+        run.approvals.hitl.policy = {"rules": rules, "default": u.default or run.approvals.hitl.policy.get("default")}
         info = workflow.current_update_info()
-        # engine 5: an update that changes nothing is not recorded (repeated, it flushed the trail)
-        if not (at_least(5) and run.hitl.policy == before):
+        # an update that changes nothing is not recorded (repeated, it would flush the trail)
+        if run.approvals.hitl.policy != before:
             audit(run, {"decision": "policy", "source": "person", "by": u.by,
                         "reason": u.reason, "update_id": info.id if info else None,
                         "rules": {k: (v if isinstance(v, str) or v is None else v.model_dump())
                                   for k, v in u.rules.items()},
                         "default": u.default})
         self._settle_by_policy(run)
-        return run.hitl.policy
+        return run.approvals.hitl.policy
 
     def _settle_by_policy(self, run: Run) -> None:
         """Pending approvals the new policy answers without asking are resolved by it."""
         policy = next((c for c in run.agent.capabilities if isinstance(c, ApprovalPolicy)), None)
         if policy is None:
             return
-        for call_id, entry in list(run.pending_approvals.items()):
+        for call_id, entry in list(run.approvals.pending.items()):
             if entry["kind"] != "approval" or entry["digest"] in self._resolutions:
                 continue
-            if at_least(5) and overdue(entry):  # timed out already: its timeout answers it
+            if overdue(entry):  # timed out already: its timeout answers it
                 continue
-            answer = policy.answer(entry["tool_name"], entry["args"], run.hitl.policy)
+            answer = policy.answer(entry["tool_name"], entry["args"], run.approvals.hitl.policy)
             if answer.verdict == "ask" or answer.source != "policy":
                 continue
             kind = "approve" if answer.verdict == "approve" else "deny"
@@ -316,74 +311,43 @@ class ApprovalHandlers(HookApi):
 
     # --- validators --------------------------------------------------------------------------
 
-    @approve.validator
-    def _validate_approve(self, decision: Any) -> None:
+    def validate_approve(self, decision: Any) -> None:
         d = decoded(ApprovalDecision, decision, "approve")
-        if not at_least(4):
-            return self._validate_decision(d)
         self._check([as_decision(d, "approve")], by=d.by)
 
-    @reject.validator
-    def _validate_reject(self, decision: Any) -> None:
+    def validate_reject(self, decision: Any) -> None:
         d = decoded(ApprovalDecision, decision, "reject")
-        if not at_least(4):
-            return self._validate_decision(d)
         self._check([as_decision(d, "reject")], by=d.by)
 
-    @edit.validator
-    def _validate_edit(self, decision: Any) -> None:
+    def validate_edit(self, decision: Any) -> None:
         d = decoded(EditDecision, decision, "edit")
-        self._require_engine("edit")
         self._check([as_decision(d, "edit", args=d.args)], by=d.by)
 
-    @respond.validator
-    def _validate_respond(self, decision: Any) -> None:
+    def validate_respond(self, decision: Any) -> None:
         d = decoded(RespondDecision, decision, "respond")
-        self._require_engine("respond")
         self._check([as_decision(d, "respond", result=d.result)], by=d.by)
 
-    @decide.validator
-    def _validate_decide(self, batch: Any) -> None:
+    def validate_decide(self, batch: Any) -> None:
         b = decoded(Decisions, batch, "decide")
-        self._require_engine("decide")
         self._check(b.decisions, by=b.by)
 
-    @tool_result.validator
-    def _validate_tool_result(self, result: Any) -> None:
+    def validate_tool_result(self, result: Any) -> None:
         r = decoded(ToolResultInput, result, "tool_result")
-        self._require_engine("tool_result")
-        run = self._run
-        entry = run.pending_approvals.get(r.call_id) if run is not None else None
+        run = self.run
+        entry = run.approvals.pending.get(r.call_id) if run is not None else None
         if entry is not None and entry.get("kind") != "client":
             raise ValueError(f"tool call {r.call_id!r} waits for a reviewer's decision, not "
                              "a client's result (respond to it with the respond update)")
-        if r.answer != "result" and not at_least(5):
-            raise ValueError(f"this run was started by an earlier towline, which takes no "
-                             f"{r.answer} from a client: give the call its result")
         self._check([Decision(kind="respond", call_id=r.call_id, digest=r.digest, result=r.result)],
                     check_result=r.answer == "result")
 
-    @set_policy.validator
-    def _validate_set_policy(self, update: Any) -> None:
+    def validate_set_policy(self, update: Any) -> None:
         u = decoded(PolicyUpdate, update, "set_policy")
-        self._require_engine("set_policy")
         run = self._require_run()
         if not any(isinstance(c, ApprovalPolicy) for c in run.agent.capabilities):
             raise ValueError(f"agent {run.agent.name!r} has no ToolApproval capability: "
                              "there is no approval policy to change")
-        unknown = sorted(set(u.rules) - set(run.tools))
+        unknown = sorted(set(u.rules) - set(run.inventory.tools))
         if unknown:
             raise ValueError(f"no tool {', '.join(map(repr, unknown))} in this run "
-                             f"(its tools: {', '.join(sorted(run.tools))})")
-
-    def _require_engine(self, name: str) -> None:
-        if not at_least(4):
-            raise ValueError(f"this run was started by an earlier towline without the {name} "
-                             "update; approve or reject its calls")
-
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        """Before engine 4: a call decided once, while it waits."""
-        if decision.call_id in self._decisions:
-            raise ValueError(f"tool call {decision.call_id!r} was already decided")
-        if self._run is None or decision.call_id not in self._run.pending_approvals:
-            raise ValueError(f"no tool call {decision.call_id!r} is waiting for approval")
+                             f"(its tools: {', '.join(sorted(run.inventory.tools))})")

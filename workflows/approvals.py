@@ -1,7 +1,7 @@
-"""Engine 4's human in the loop, on the workflow side: calls waiting for a person (or a client),
+"""The human in the loop, on the workflow side: calls waiting for a person (or a client),
 the decisions that answer them, remembered decisions, and the audit trail.
 
-A call that must wait is *pending*: `Run.pending_approvals[call_id]` holds what a reviewer
+A call that must wait is *pending*: `Run.approvals.pending[call_id]` holds what a reviewer
 needs (tool, validated arguments, step, digest, a short index, what may be decided) and the
 `state` query shows it. The waiting coroutine (`ask`) sleeps on a timer whose summary names
 the call (visible in the UI's timeline) until an update resolves it (`Resolution`), the
@@ -9,13 +9,13 @@ timeout fires, or the run is cancelled. A resolution is taken once, by the wait 
 a decision re-sent afterwards finds nothing pending and is refused, so an approval allows
 exactly the one execution it was made for.
 
-Every decision, a person's or a rule's, becomes an audit entry (`Run.audit`): recorded in
+Every decision, a person's or a rule's, becomes an audit entry (`Approvals.hitl.audit`): recorded in
 memo `towline.decisions` with the run's next confirmed transition (so it is in the history
 and readable without a worker), in the `state` query, and as the live `decision` event.
-Engine 5: each entry is bounded and the trail keeps its newest entries within its byte budgets
+Each entry is bounded and the trail keeps its newest entries within its byte budgets
 (`audit_bounds`), so that it can never grow past what Temporal takes in a memo; remembered
-decisions are kept within their own bounds (`remember`), and what an execution of an earlier
-engine carried is bounded when the next one starts (`restore_approvals`).
+decisions are kept within their own bounds (`remember`), and what a continued execution's
+input carries is bounded again when it starts (`restore_approvals`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from .audit_bounds import AUDIT_KEEP, bounded, kept, remembered_kept
 from .decisions import DECISION_KINDS, DecisionKind, call_digest, matches
 from .events import emit
 from .run import Run
-from .versions import at_least
 from .waiting import DECISIONS_MEMO
 
 __all__ = ["Resolution", "Pending", "AUDIT_KEEP", "APPROVAL_TIMER", "DECISIONS_MEMO", "short_args",
@@ -68,7 +67,7 @@ class Resolution:
     result: Any = None
     """respond / result: the call's return."""
     message: str | None = None
-    """reject: what the model is told, given with the decision (engine 5)."""
+    """reject: what the model is told, given with the decision."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def overdue(entry: Mapping[str, Any]) -> bool:
 
     Judged by the time of the workflow task that applies a decision, not by when it was
     sent: a worker that was down or busy past the deadline finds the call's timeout and a
-    late decision in one task, and the late decision must not win (engine 5)."""
+    late decision in one task, and the late decision must not win."""
     expires = entry.get("expires_at")
     return expires is not None and workflow.now() >= datetime.fromisoformat(expires)
 
@@ -92,15 +91,12 @@ def overdue(entry: Mapping[str, Any]) -> bool:
 def audit(run: Run, entry: dict[str, Any]) -> dict[str, Any]:
     """Record an audit entry (workflow time) and publish it as the `decision` event."""
     entry = {k: v for k, v in {**entry, "at": workflow.now().isoformat()}.items() if v is not None}
-    if at_least(5):  # engine 5: bounded, and the trail kept within its budgets (`audit_bounds`)
-        entry = bounded(entry)
-        run.hitl.audit = kept([*run.hitl.audit, entry])
-    else:
-        run.hitl.audit.append(entry)
-        del run.hitl.audit[:-AUDIT_KEEP]
-    run.hitl.total += 1
-    emit(EventType.DECISION, **{k: preview(v) if k in ("result", "args", "original_args") else v
-                        for k, v in entry.items() if k != "step"}, step=entry.get("step"))
+    entry = bounded(entry)  # and the trail kept within its budgets (`audit_bounds`)
+    run.approvals.hitl.audit = kept([*run.approvals.hitl.audit, entry])
+    run.approvals.hitl.total += 1
+    emit(run.stream, EventType.DECISION,
+         **{k: preview(v) if k in ("result", "args", "original_args") else v
+            for k, v in entry.items() if k != "step"}, step=entry.get("step"))
     return entry
 
 
@@ -119,17 +115,14 @@ def remembered_entry(pending: Mapping[str, Any], kind: str, call_id: str, *, sco
 
 
 def remember(run: Run, entry: dict[str, Any]) -> None:
-    """Remember a decision for later calls; engine 5 keeps the newest within the bounds of
+    """Remember a decision for later calls, keeping the newest within the bounds of
     `audit_bounds` (they are carried across continue-as-new)."""
-    if at_least(5):
-        run.hitl.remembered = remembered_kept([*run.hitl.remembered, entry])
-    else:
-        run.hitl.remembered.append(entry)
+    run.approvals.hitl.remembered = remembered_kept([*run.approvals.hitl.remembered, entry])
 
 
 def remembered_for(run: Run, tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
     """The newest remembered decision that covers a call of `tool` with `args`, if any."""
-    for entry in reversed(run.hitl.remembered):
+    for entry in reversed(run.approvals.hitl.remembered):
         if entry["tool"] == tool and matches(entry.get("pattern"), args):
             return entry
     return None
@@ -137,29 +130,29 @@ def remembered_for(run: Run, tool: str, args: Mapping[str, Any]) -> dict[str, An
 
 def carried(run: Run) -> dict[str, Any] | None:
     """What continue-as-new carries of the run's approvals (`ResumeState.approvals`)."""
-    if not (run.hitl.total or run.hitl.remembered or run.hitl.policy or run.hitl.seq):
+    if not (run.approvals.hitl.total or run.approvals.hitl.remembered or run.approvals.hitl.policy or run.approvals.hitl.seq):
         return None
-    return {"policy": run.hitl.policy, "remembered": run.hitl.remembered, "audit": run.hitl.audit,
-            "audit_total": run.hitl.total, "approval_seq": run.hitl.seq}
+    return {"policy": run.approvals.hitl.policy, "remembered": run.approvals.hitl.remembered, "audit": run.approvals.hitl.audit,
+            "audit_total": run.approvals.hitl.total, "approval_seq": run.approvals.hitl.seq}
 
 
 def restore_approvals(run: Run, state: dict[str, Any] | None) -> None:
     """A continued execution takes the run's approvals from its input."""
     state = state or {}
-    run.hitl.policy, run.hitl.remembered = dict(state.get("policy") or {}), list(state.get("remembered") or [])
-    run.hitl.audit, run.hitl.total = list(state.get("audit") or []), int(state.get("audit_total") or 0)
-    run.hitl.seq = int(state.get("approval_seq") or 0)
-    run.hitl.recorded = (run.hitl.total, None)  # the start request's memo holds the trail already
-    if at_least(5):  # engine 5: what an earlier engine's execution carried is bounded too
-        audit = kept([bounded(e) for e in run.hitl.audit])
-        run.hitl.remembered = remembered_kept(run.hitl.remembered)
-        if audit != run.hitl.audit:  # the memo the start request copied is not: write it again
-            run.hitl.audit, run.hitl.recorded = audit, (-1, None)
+    run.approvals.hitl.policy, run.approvals.hitl.remembered = dict(state.get("policy") or {}), list(state.get("remembered") or [])
+    run.approvals.hitl.audit, run.approvals.hitl.total = list(state.get("audit") or []), int(state.get("audit_total") or 0)
+    run.approvals.hitl.seq = int(state.get("approval_seq") or 0)
+    run.approvals.hitl.recorded = (run.approvals.hitl.total, None)  # the start request's memo holds the trail already
+    # what the input carried is bounded too
+    audit = kept([bounded(e) for e in run.approvals.hitl.audit])
+    run.approvals.hitl.remembered = remembered_kept(run.approvals.hitl.remembered)
+    if audit != run.approvals.hitl.audit:  # the memo the start request copied is not: write it again
+        run.approvals.hitl.audit, run.approvals.hitl.recorded = audit, (-1, None)
 
 
 def forget_turn(run: Run) -> None:
     """The run answered its turn: decisions remembered for the `run` are forgotten."""
-    run.hitl.remembered = [r for r in run.hitl.remembered if r.get("scope") != "run"]
+    run.approvals.hitl.remembered = [r for r in run.approvals.hitl.remembered if r.get("scope") != "run"]
 
 
 def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
@@ -167,26 +160,27 @@ def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
              timeout: timedelta | None = None,
              metadata: Mapping[str, Any] | None = None) -> Pending:
     """Make `call` pending (an approval, or a client tool's result) and announce it, with the
-    `metadata` its rule attached for the reviewer (engine 5)."""
+    `metadata` its rule attached for the reviewer."""
     digest = call_digest(workflow.info().run_id, call.tool_call_id, call.tool_name, call.args,
                          ctx.run_step)
-    run.hitl.seq += 1
+    run.approvals.hitl.seq += 1
     entry: dict[str, Any] = {
         "tool_name": call.tool_name, "args": call.args, "run_step": ctx.run_step,
-        "requested_at": workflow.now().isoformat(), "digest": digest, "index": run.hitl.seq,
+        "requested_at": workflow.now().isoformat(), "digest": digest, "index": run.approvals.hitl.seq,
         "kind": kind, "decisions": list(decisions) if kind == "approval" else ["respond"],
     }
     if timeout is not None:
         entry["expires_at"] = (workflow.now() + timeout).isoformat()
-    shown = dict(metadata) if metadata is not None and at_least(5) else None
+    shown = dict(metadata) if metadata is not None else None
     if shown is not None:
         entry["metadata"] = shown
-    run.pending_approvals[call.tool_call_id] = entry
-    run.waiting_for = "approval" if kind == "approval" else "tool_result"
-    run.confirm(RunStatus.WAITING)
-    emit(EventType.APPROVAL if kind == "approval" else EventType.CLIENT_TOOL, step=ctx.run_step,
-         call_id=call.tool_call_id, tool=call.tool_name, args=call.args, digest=digest,
-         index=run.hitl.seq, decisions=entry["decisions"],
+    run.approvals.pending[call.tool_call_id] = entry
+    run.approvals.waiting_for = "approval" if kind == "approval" else "tool_result"
+    run.ledger.confirm(RunStatus.WAITING)
+    emit(run.stream, EventType.APPROVAL if kind == "approval" else EventType.CLIENT_TOOL,
+         step=ctx.run_step, call_id=call.tool_call_id, tool=call.tool_name, args=call.args,
+         digest=digest,
+         index=run.approvals.hitl.seq, decisions=entry["decisions"],
          **({"metadata": shown} if shown is not None else {}))
     return Pending(call.tool_call_id, digest)
 
@@ -194,7 +188,7 @@ def register(run: Run, ctx: ToolContext, call: ToolCall, *, kind: str,
 async def wait_for(run: Run, resolutions: dict[str, Resolution], pending: Pending, call: ToolCall,
                    timeout: timedelta | None, cancelled: Any) -> Resolution:
     """Wait durably until `pending` is resolved (or times out, or the run is cancelled)."""
-    kind = run.pending_approvals[pending.call_id]["kind"]
+    kind = run.approvals.pending[pending.call_id]["kind"]
     what = "approval" if kind == "approval" else "client tool result"
     summary = f"{what}: {call.tool_name}({short_args(call.args)}) · call {call.tool_call_id}"
     asked = workflow.now()
@@ -213,7 +207,7 @@ async def wait_for(run: Run, resolutions: dict[str, Resolution], pending: Pendin
             _settle(run, pending)
             raise runtime_failure(Cancelled("the run was cancelled"))
         resolution = resolutions.pop(pending.digest)
-        if timeout is not None and at_least(5) and workflow.now() - asked >= timeout:
+        if timeout is not None and workflow.now() - asked >= timeout:
             # a decision taken past the deadline is too late, however it got here
             resolution = Resolution("timeout", reason=f"no decision within {timeout}")
     outcome = {"approve": "approved", "reject": "rejected", "edit": "edited",
@@ -224,7 +218,7 @@ async def wait_for(run: Run, resolutions: dict[str, Resolution], pending: Pendin
 
 
 def _settle(run: Run, pending: Pending) -> None:
-    run.pending_approvals.pop(pending.call_id, None)
-    if not run.pending_approvals:
-        run.waiting_for = None
-    run.confirm(RunStatus.WAITING if run.pending_approvals else RunStatus.RUNNING)
+    run.approvals.pending.pop(pending.call_id, None)
+    if not run.approvals.pending:
+        run.approvals.waiting_for = None
+    run.ledger.confirm(RunStatus.WAITING if run.approvals.pending else RunStatus.RUNNING)

@@ -5,7 +5,7 @@ Why: the trail is written whole into memo `towline.decisions`, which is one payl
 workflow task's commands, and kept in the `state` query and in what continue-as-new carries.
 Temporal refuses a memo over 2 MB, and a refused upsert fails the workflow task on every
 attempt: a run whose trail grew too large could no longer be decided, messaged or cancelled.
-So (engine 5):
+So:
 
 - a text a client gives (a reason, a rejection message, who decided) is refused over its
   limit by the update's validator (`refusal`): nothing is recorded and the client is told why;
@@ -174,7 +174,7 @@ def remember_refusal(call_id: str, entry: Mapping[str, Any]) -> str | None:
 def remembered_kept(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The newest of a run's remembered decisions (oldest first) within `REMEMBERED_KEEP` and
     `MAX_REMEMBERED_BYTES`: one that a newer one of the same tool, pattern and scope replaces
-    is dropped, and so is one (carried from an earlier engine) over `MAX_ENTRY_BYTES`."""
+    is dropped, and so is one over `MAX_ENTRY_BYTES`."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     size = 0

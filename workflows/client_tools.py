@@ -2,10 +2,10 @@
 `tools`): checked when the run starts, then part of its inventory like the agent's own.
 
 A call of one is recorded like any other; the run then waits durably for its result
-(`ApprovalHandlers.client_result`: the `tool_result` update, `towline respond`), checked
+(`ApprovalDesk.client_result`: the `tool_result` update, `towline respond`), checked
 against the tool's result schema.
 
-Engine 5: the client's tools are the run's, not one agent's: they stay across handoffs, and
+The client's tools are the run's, not one agent's: they stay across handoffs, and
 `check_names` (the one home of the rule) refuses a client tool named like a reserved tool
 (`final_result`) or like a server tool of the agent or of any agent it may hand the run to,
 however many handoffs away: such a tool would replace the server's, and the model's call of
@@ -15,7 +15,7 @@ an execution starts (`InvalidRunInput` before the first step) and at every hando
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import ConfigurationError, InvalidRunInput
@@ -23,27 +23,16 @@ from towline.results import ClientToolSpec
 from towline.runtime.registry import WorkerAgents
 from towline.tools import HANDOFF_KEY, Tool
 
-__all__ = ["client_tools", "run_client_tools", "check_names", "reachable", "RESERVED_TOOL_NAMES"]
+__all__ = ["run_client_tools", "check_names", "reachable", "RESERVED_TOOL_NAMES"]
 
 RESERVED_TOOL_NAMES: frozenset[str] = frozenset({OUTPUT_TOOL_NAME})
 """Tool names only towline gives: `final_result` is the structured-output tool of any agent
 the run may become (a client tool of that name would be taken for the run's output)."""
 
 
-def client_tools(specs: Sequence[ClientToolSpec] | None, inventory: Mapping[str, Tool]) -> list[Tool]:
-    """Engine 4: the input's client tools as tools; `InvalidRunInput` for a clash with the
-    agent's own tools (only) or a bad schema."""
-    tools = _as_tools(specs)
-    for t in tools:
-        if t.name in inventory:
-            raise InvalidRunInput(f"client tool {t.name!r}: the run already has a tool of "
-                                  "that name")
-    return tools
-
-
 def run_client_tools(specs: Sequence[ClientToolSpec] | None, agent: Agent,
                      worker: WorkerAgents) -> list[Tool]:
-    """Engine 5: the input's client tools as tools, each checked (`check_names`) against
+    """The input's client tools as tools, each checked (`check_names`) against
     `agent` and every agent it may hand the run to."""
     tools = _as_tools(specs)
     check_names(tools, reachable(agent, worker))

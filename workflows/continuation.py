@@ -20,17 +20,17 @@ from towline.results import ResumeState, RunInput, WorkerFacts
 from towline.runtime.request_chain import RequestBook, RequestChain
 
 from .approvals import carried as carried_approvals
-from .run import Run, oversize, run_payload_limit
+from .run import Run, oversize
 
 __all__ = ["should_continue", "carried_input", "release", "check_fits"]
 
 
-def check_fits(value: Any, what: str) -> None:
-    """Fail the run (not the workflow task, which would retry forever) if `value` is too large."""
-    size = oversize(value)
+def check_fits(value: Any, what: str, limit: int) -> None:
+    """Fail the run (not the workflow task, which would retry forever) if `value` is over
+    `limit` bytes (the run's payload limit)."""
+    size = oversize(value, limit)
     if size:
-        raise PayloadTooLarge(f"{what} is {size} bytes, over the {run_payload_limit()}-byte "
-                              "payload limit")
+        raise PayloadTooLarge(f"{what} is {size} bytes, over the {limit}-byte payload limit")
 
 
 def should_continue(run: Run, inp: RunInput, *, idle: bool) -> bool:
@@ -43,7 +43,7 @@ def should_continue(run: Run, inp: RunInput, *, idle: bool) -> bool:
     info = workflow.info()
     after = inp.continue_as_new_after_events
     started_at = inp.resume.counters.run_step if inp.resume is not None else 0
-    return run.counters.run_step > started_at and idle and (
+    return run.ledger.counters.run_step > started_at and idle and (
         info.is_continue_as_new_suggested()
         or (after is not None and info.get_current_history_length() > after)
     )
@@ -57,17 +57,17 @@ def carried_input(
     fit (a convenience, never worth failing for). Encoded once in the usual case: a long
     conversation takes a while to encode."""
     resume = ResumeState(
-        messages=run.messages, state=run.state, counters=run.counters, usage=run.usage,
-        pending_approvals=run.pending_approvals, root_run_id=run.run_id, inbox=inbox,
-        mcp_listings=run.mcp_listings, facts=facts, chain=chain,
+        messages=run.conversation.messages, state=run.state, counters=run.ledger.counters, usage=run.ledger.usage,
+        pending_approvals=run.approvals.pending, root_run_id=run.run_id, inbox=inbox,
+        mcp_listings=run.inventory.mcp_listings, facts=facts, chain=chain,
         approvals=carried_approvals(run), handoffs=run.handoffs, instructions=run.instructions,
-        guard_requests=run.guard_requests,
+        guard_requests=run.ledger.guard_requests,
     )
     carried = inp.model_copy(update={"resume": resume, "prompt": None, "message_history": None})
     with_stream = carried.model_copy(update={"resume": resume.model_copy(update={"stream": stream})})
-    if not oversize(with_stream):
+    if not oversize(with_stream, run.payload_limit):
         return with_stream
-    check_fits(carried, "the input that continue-as-new would carry")
+    check_fits(carried, "the input that continue-as-new would carry", run.payload_limit)
     return carried
 
 
@@ -85,7 +85,7 @@ def release(run: Run, book: RequestBook, inp: RunInput) -> bool:
     """
     if workflow.unsafe.is_replaying():
         return False
-    run.release_messages()
+    run.conversation.release()
     book.release()
     if inp.resume is not None:
         inp.resume.messages.clear()

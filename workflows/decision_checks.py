@@ -14,7 +14,6 @@ from .decisions import ApprovalDecision, Decision, Decisions, DenyWith, PolicyUp
 from .results_check import check_result as results_check
 from .run import Run
 from .run_input import decode_argument
-from .versions import at_least
 
 __all__ = ["check_decisions", "decoded", "as_decision"]
 
@@ -68,7 +67,7 @@ def check_decisions(run: Run | None, resolutions: Mapping[str, Any], decisions: 
     client's error or retry answer has none)."""
     seen: set[str] = set()
     for d in decisions:
-        entry = run.pending_approvals.get(d.call_id) if run is not None else None
+        entry = run.approvals.pending.get(d.call_id) if run is not None else None
         if entry is None:
             raise ValueError(f"no tool call {d.call_id!r} is waiting for a decision")
         if d.call_id in seen:
@@ -83,7 +82,7 @@ def check_decisions(run: Run | None, resolutions: Mapping[str, Any], decisions: 
         if d.digest is not None and d.digest != entry["digest"]:
             raise ValueError(f"tool call {d.call_id!r} is not the call you decided: its digest "
                              f"is {entry['digest']}, yours {d.digest} (see `towline pending`)")
-        tool = run.tools.get(entry["tool_name"]) if run is not None else None
+        tool = run.inventory.tools.get(entry["tool_name"]) if run is not None else None
         if entry["kind"] == "client":
             if d.kind != "respond":
                 raise ValueError(f"tool call {d.call_id!r} is a client tool's: it takes its "
@@ -113,7 +112,7 @@ def check_decisions(run: Run | None, resolutions: Mapping[str, Any], decisions: 
             if unknown:
                 raise ValueError(f"the pattern names arguments {entry['tool_name']!r} does "
                                  f"not have: {', '.join(unknown)}")
-        if d.remember is not None and entry["kind"] != "client" and at_least(5):
+        if d.remember is not None and entry["kind"] != "client":
             refused = remember_refusal(d.call_id, remembered_entry(
                 entry, d.kind, d.call_id, scope=d.remember, pattern=d.pattern, reason=d.reason,
                 args=d.args if d.kind == "edit" else None, result=d.result, message=d.message,

@@ -59,7 +59,7 @@ class ApprovalDecision(BaseModel):
     message: str | None = None
     """reject only: the exact text the model is told, over the tool's configured rejection
     message (`Ask.rejection_message`, `ToolApproval.rejection_message`); `reason` stays the
-    audit trail's. Engine 5."""
+    audit trail's."""
     digest: str | None = None
     """The digest of the call the decision was made for (`state` shows it); refused if the
     pending call's differs. Without it the decision is for whichever call has that id now."""
@@ -150,7 +150,7 @@ class PolicyUpdate(BaseModel):
 
 
 class ToolResultInput(BaseModel):
-    """The argument of the `tool_result` update: a client tool's result, or (engine 5) the
+    """The argument of the `tool_result` update: a client tool's result, or the
     error it ended with or a request that the model try again: exactly one of the three."""
 
     model_config = ConfigDict(extra="forbid")
@@ -160,10 +160,10 @@ class ToolResultInput(BaseModel):
     result: Any = None
     """Its result (validated against the tool's output type when it declares one)."""
     error: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
-    """Engine 5: the tool failed on the client: the call is `failed`, the model is told this
+    """The tool failed on the client: the call is `failed`, the model is told this
     (it counts against the tool's `max_retries`, like a tool's `ToolError`)."""
     retry: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
-    """Engine 5: the model should call the tool again, told this (a `retry` return, like a
+    """The model should call the tool again, told this (a `retry` return, like a
     tool's `ModelRetry`: it counts against the tool's `max_retries`)."""
     digest: str | None = None
     """As `ApprovalDecision.digest`."""

@@ -1,5 +1,5 @@
 """The run's current details: the markdown the Temporal UI shows for a workflow (its *User
-Metadata*), set at every confirmed transition (`Run.confirm`)."""
+Metadata*), set at every confirmed transition (`Ledger.confirm`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `AgentRun` builds one `RunStream` in its `@workflow.init` (Temporal's
 `WorkflowStream`, which registers the stream's signal, poll update and
-queries). Run code publishes with `emit(type, **fields)`: an in-memory
+queries). Run code publishes with `emit(run.stream, type, **fields)`: an in-memory
 append, no command and no history event, so replaying a history written
 before streaming existed gives the same commands. What changes history is
 only what others send: the model activity's text batches (signals) and
@@ -85,16 +85,15 @@ class RunStream(WorkflowStream):
         return state
 
 
-def emit(kind: EventType, **fields: Any) -> None:
-    """Publish an event of the running `AgentRun` (nothing outside one)."""
-    stream = getattr(workflow.instance(), "stream", None)
-    if isinstance(stream, RunStream):
+def emit(stream: RunStream | None, kind: EventType, /, **fields: Any) -> None:
+    """Publish an event on the run's `stream` (`Run.stream`; None: nowhere)."""
+    if stream is not None:
         stream.publish(kind, **fields)
 
 
-def emit_response(step: int, response: ModelResponse) -> None:
+def emit_response(stream: RunStream | None, step: int, response: ModelResponse) -> None:
     """Publish the `response` event of a committed turn (`towline.events.response_fields`)."""
-    emit(EventType.RESPONSE, **response_fields(step, response))
+    emit(stream, EventType.RESPONSE, **response_fields(step, response))
 
 
 def prior_stream_state(args: Sequence[Any]) -> WorkflowStreamState | None:

@@ -3,7 +3,7 @@
 A run asks the worker that starts it once, by the `towline.runtime.search_attributes` local
 activity, whose marker records the answer: a worker replaying the run later decides exactly
 as the first one did, whatever its own configuration. Continue-as-new carries the facts in
-the next execution's input, so later executions ask no worker again (`CARRIED_FACTS`).
+the next execution's input, so later executions ask no worker again.
 """
 
 from __future__ import annotations
@@ -18,16 +18,12 @@ from temporalio import workflow
 from towline.activities.io import SEARCH_ATTRIBUTES_ACTIVITY
 from towline.results import WorkerFacts
 
-from .versions import CARRIED_FACTS, since
-
 __all__ = ["worker_facts"]
 
 
 def _facts_of(raw: Any) -> WorkerFacts:
-    """The local activity's answer: `WorkerFacts`, or (earlier versions) the attribute list."""
+    """The local activity's answer, `WorkerFacts`."""
     try:
-        if isinstance(raw, list):
-            return WorkerFacts(attributes=[str(n) for n in raw])  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         return WorkerFacts.model_validate(raw)
     except ValidationError:
         return WorkerFacts()
@@ -52,7 +48,7 @@ async def worker_facts(args: Sequence[Any]) -> WorkerFacts:
     """The run's facts: carried from the previous execution, else asked of this worker
     (recorded by the local activity's marker)."""
     carried = _carried_facts(args)
-    if carried is not None and since(CARRIED_FACTS):
+    if carried is not None:
         return carried
     try:
         raw: Any = await workflow.execute_local_activity(

@@ -1,4 +1,4 @@
-"""What a run does with an answer its provider marked filtered or unusable (engine 4 on).
+"""What a run does with an answer its provider marked filtered or unusable.
 
 The turn's hooks have seen the answer first (`after_model_request` may replace it,
 `after_model` may jump), so this runs only on the effective response, when no hook
@@ -53,7 +53,7 @@ def unusable_answer(run: Run, response: ModelResponse) -> Any:
     if response.finish_reason == "content_filter":
         raise ContentFiltered(f"model {response.model_name or run.model!r} answered "
                               f"{response.finish_reason} ({reason})")
-    run.close_unpaired(f"not executed: the provider reported the response unusable ({reason})")
+    run.conversation.close_unpaired(f"not executed: the provider reported the response unusable ({reason})")
     output_retry(run, f"your last response could not be used: {reason}. Answer again: call "
                       f"the tools you need with valid arguments, or answer with text")
     return CONTINUE

@@ -38,7 +38,7 @@ untouched.
 Writing to module-level state makes no call either, so around each call of user code the
 guard compares a fingerprint of the namespaces the code runs in (`module_state`): a hook that
 changes a module's list, dict or counter (state every run on the worker shares) fails the run
-with `NondeterministicHook` naming the name, in runs of engine 5 and newer.
+with `NondeterministicHook` naming the name.
 
 Calls are all the guard sees: what makes none (iterating a set, subscripting a dict,
 calling a type such as `io.FileIO(path)`) it cannot refuse; the README's "Hook code is
@@ -338,7 +338,7 @@ def guarded_sync(guard: Guard, fn: Callable[..., Any], *args: Any) -> Any:
 
 def _state_unchanged(guard: Guard, before: Fingerprint | None,
                      raised: Exception | None = None) -> None:
-    """Fail the run if the hook changed module-level state since `before` (engine 5), unless
+    """Fail the run if the hook changed module-level state since `before`, unless
     the guard refused the call already (that refusal comes first)."""
     if before is None or (raised is not None and guard.violation is not None):
         return

@@ -6,9 +6,9 @@ the run's first agent), the conversation is filtered if the handoff says so, and
 becomes the target (`become`): its instructions, model, settings, tools (MCP servers'
 included) and capabilities from the next request on; the counters, limits, ancestor
 authority and the `stream` choice stay the run's. Continue-as-new carries the handoffs, and
-the next execution goes on as the last one's target (`resume`). Engine 4 only. Engine 5: the
-client's tools (`RunInput.client_tools`) stay the run's across handoffs, and one may never
-take the place of a target's tool (`client_tools.check_names`).
+the next execution goes on as the last one's target (`resume`). The client's tools
+(`RunInput.client_tools`) stay the run's across handoffs, and one may never take the place of
+a target's tool (`client_tools.check_names`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from .guard import Guard, guarded, is_user_code
 from .hooks import copy_messages, hook_failure, maybe_await
 from .mcp_tools import restore_mcp_tools
 from .run import Run
-from .versions import at_least
 
 __all__ = ["PendingHandoff", "request", "complete", "become", "resume", "agent_path"]
 
@@ -53,14 +52,12 @@ class PendingHandoff:
     call_id: str
     step: int
     on_handoff: Callable[..., Any] | None = None
-    """`Handoff.on_handoff`, called once the handoff is made (engine 5)."""
+    """`Handoff.on_handoff`, called once the handoff is made."""
 
 
 def request(run: Run, target: str, input_filter: Callable[[list[Message]], Any] | None,
             ctx: ToolContext, *, on_handoff: Callable[..., Any] | None = None) -> None:
     """Ask for a handoff to `target` (from the handoff tool); one per response."""
-    if not at_least(4):
-        raise ToolError("handoffs need a run started by towline's engine 4 or newer")
     pending: PendingHandoff | None = run.pending_handoff
     if pending is not None:
         raise ToolError(f"this response already handed the run to {pending.target!r} (call "
@@ -79,29 +76,27 @@ async def complete(run: Run, worker: WorkerAgents) -> None:
     recorded_version(worker, target, "was handed to")
     if pending.input_filter is not None:
         where = f"Handoff({target.name}).input_filter"
-        run.messages = await _filtered(run.messages, pending.input_filter, where)
+        run.conversation.messages = await _filtered(run.conversation.messages, pending.input_filter, where)
     record = HandoffRecord(step=pending.step, from_agent=run.agent.name, to_agent=target.name,
                            call_id=pending.call_id)
-    if pending.on_handoff is not None and at_least(5):  # engine 5: OpenAI's on_handoff
+    if pending.on_handoff is not None:  # OpenAI's on_handoff
         await _called(pending.on_handoff, record, f"Handoff({target.name}).on_handoff")
     become(run, target)
     run.handoffs.append(record)
-    emit(EventType.HANDOFF, step=record.step, from_agent=record.from_agent, to_agent=record.to_agent,
-         call_id=record.call_id, path=agent_path(run))
-    run.confirm()
+    emit(run.stream, EventType.HANDOFF, step=record.step, from_agent=record.from_agent,
+         to_agent=record.to_agent, call_id=record.call_id, path=agent_path(run))
+    run.ledger.confirm()
 
 
 def become(run: Run, agent: Agent) -> None:
     """Make `agent` the run's active agent (the run's counters, limits and authority stay).
 
-    Engine 5: the client's tools are the run's and stay, unless one has the name of a tool of
-    `agent` (the run fails `InvalidRunInput`: it would take that tool's place)."""
-    if at_least(5):
-        check_names(run.client_tools.values(), [agent])
+    The client's tools are the run's and stay, unless one has the name of a tool of `agent`
+    (the run fails `InvalidRunInput`: it would take that tool's place)."""
+    check_names(run.inventory.client_tools.values(), [agent])
     run.agent = agent
-    run.tools = dict(agent.inventory)
-    if at_least(5):
-        run.tools.update(run.client_tools)
+    run.inventory.tools = dict(agent.inventory)
+    run.inventory.tools.update(run.inventory.client_tools)
     restore_mcp_tools(run)  # the servers' tools this agent lists (listed before its next turn)
     run.model = agent.model_name
     run.settings = agent.settings.model_copy(update={"stream": run.settings.stream})

@@ -282,7 +282,7 @@ class TurnUpdate:
 
     def view(self, **extra: Any) -> dict[str, Any]:
         """The working state a middleware hook sees (a copy: mutating it changes nothing);
-        engine 5 adds the run's `context` (a copy too) as `extra`."""
+        the run's `context` (a copy too) comes as `extra`."""
         return {"messages": copy_messages(self.messages), **self.working_state(), **extra}
 
     def working_state(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Engine 5: the text of an instructions function (`Agent(instructions=function)`), asked once.
+"""The text of an instructions function (`Agent(instructions=function)`), asked once.
 
 Before a turn of an agent whose instructions are a function, and only if the run has no
 text of that agent's yet, the run schedules the `towline.instructions` activity
@@ -18,7 +18,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from towline.errors import InstructionsFailed
-from towline.fleet.routing import current_dispatch
 from towline.runtime.instructions import INSTRUCTIONS_ACTIVITY, InstructionsInput
 
 from .run import Run
@@ -43,7 +42,7 @@ async def resolve_instructions(run: Run) -> None:
             INSTRUCTIONS_ACTIVITY, InstructionsInput(agent=agent.name, context=context),
             result_type=str, start_to_close_timeout=INSTRUCTIONS_TIMEOUT,
             retry_policy=RetryPolicy(maximum_attempts=INSTRUCTIONS_ATTEMPTS),
-            summary=f"{agent.name} · instructions", priority=current_dispatch().priority,
+            summary=f"{agent.name} · instructions", priority=run.dispatch.priority,
         )
     except ActivityError as e:
         cause = e.cause

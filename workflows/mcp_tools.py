@@ -14,11 +14,11 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from towline.activities.io import ToolActivityInput
 from towline.errors import ConfigurationError, MCPServerUnavailable
-from towline.fleet.routing import current_dispatch
 from towline.mcp import (
     NOT_STARTED,
     MCPCallInput,
@@ -39,29 +39,29 @@ async def refresh_mcp_tools(run: Run) -> None:
     """List the servers that are due (all before every turn, else those not listed yet)."""
     servers = run.agent.mcp_servers
     every_turn = run.agent.mcp_list_tools == "per_turn"
-    due = [s for s in servers if every_turn or s.name not in run.mcp_listings]
+    due = [s for s in servers if every_turn or s.name not in run.inventory.mcp_listings]
     if not due:
         return
-    outcomes = await asyncio.gather(*(_list(s) for s in due))
+    outcomes = await asyncio.gather(*(_list(s, run.dispatch.priority) for s in due))
     for server, outcome in zip(due, outcomes, strict=True):
         if isinstance(outcome, MCPListResult):
-            run.mcp_listings[server.name] = list(outcome.tools)
+            run.inventory.mcp_listings[server.name] = list(outcome.tools)
         elif server.required:
             raise MCPServerUnavailable(f"the tools of MCP server {server.name!r} could not be "
                                        f"listed: {outcome}")
         else:  # optional: the run goes on with the last list it got (or none)
             workflow.logger.warning("MCP server %r not listed: %s", server.name, outcome)
-            run.mcp_listings.setdefault(server.name, [])
+            run.inventory.mcp_listings.setdefault(server.name, [])
     restore_mcp_tools(run)
 
 
-async def _list(server: MCPServer) -> MCPListResult | str:
+async def _list(server: MCPServer, priority: Priority) -> MCPListResult | str:
     try:
         return await workflow.execute_activity(
             list_activity_name(server.name), MCPListInput(server=server.name),
             result_type=MCPListResult, start_to_close_timeout=server.list_timeout,
             retry_policy=server.effective_retry_policy(), summary=f"{server.name} · list tools",
-            priority=current_dispatch().priority,  # fleet: the run's (default before engine 3)
+            priority=priority,  # fleet: the run's
         )
     except ActivityError as e:
         cause = e.cause or e
@@ -69,17 +69,17 @@ async def _list(server: MCPServer) -> MCPListResult | str:
 
 
 def restore_mcp_tools(run: Run) -> None:
-    """Put the tools of `run.mcp_listings` into `run.tools` (replacing earlier MCP tools).
+    """Put the tools of `run.inventory.mcp_listings` into `run.inventory.tools` (replacing earlier MCP tools).
 
     Servers in the agent's order, tools in each server's order. A listed tool whose
     name is taken (by the agent's own tools or another server's), or whose schema is
     invalid, is left out, with a warning: a server never breaks a run by what it lists.
     """
-    for name, known in list(run.tools.items()):
+    for name, known in list(run.inventory.tools.items()):
         if isinstance(known, MCPTool):
-            del run.tools[name]
+            del run.inventory.tools[name]
     for server in run.agent.mcp_servers:
-        for spec in run.mcp_listings.get(server.name, []):
+        for spec in run.inventory.mcp_listings.get(server.name, []):
             if server.tools is not None and spec.name not in server.tools:
                 continue
             try:
@@ -87,11 +87,11 @@ def restore_mcp_tools(run: Run) -> None:
             except (ConfigurationError, ValueError) as e:
                 workflow.logger.warning("MCP tool %r of %r left out: %s", spec.name, server.name, e)
                 continue
-            if tool.name in run.tools:
+            if tool.name in run.inventory.tools:
                 workflow.logger.warning("MCP tool %r of %r left out: the name %r is taken",
                                         spec.name, server.name, tool.name)
                 continue
-            run.tools[tool.name] = tool
+            run.inventory.tools[tool.name] = tool
 
 
 def tool_activity_input(tool: Tool, args: dict[str, Any], ctx: ToolContext, *,

@@ -37,7 +37,6 @@ from temporalio import workflow
 
 from towline.errors import NondeterministicHook, runtime_failure
 
-from .versions import at_least
 from .watchlist import is_user_file, shown
 
 __all__ = ["Fingerprint", "fingerprint", "module_state_watched"]
@@ -53,8 +52,8 @@ its file, its owner (the module's dict or the class) and the namespace."""
 
 
 def module_state_watched() -> bool:
-    """Whether this run checks module-level state (engine 5 on: older runs keep their path)."""
-    return workflow.in_workflow() and at_least(5)
+    """Whether module-level state is checked: inside a run."""
+    return workflow.in_workflow()
 
 
 def _contents(value: Any) -> Any:
@@ -193,8 +192,8 @@ def _rebind(owner: Any, name: str, value: Any) -> None:
 
 
 def fingerprint(fn: Callable[..., Any]) -> Fingerprint | None:
-    """A fingerprint of the user scopes `fn` runs in (None outside a run of engine 5 or newer,
-    or when they are not user code)."""
+    """A fingerprint of the user scopes `fn` runs in (None outside a run, or when they are
+    not user code)."""
     if not module_state_watched():
         return None
     scopes = _scopes(fn)

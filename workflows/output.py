@@ -20,10 +20,12 @@ from pydantic import ValidationError
 
 from towline.agent import OUTPUT_TOOL_NAME, Agent
 from towline.errors import OutputRetriesExhausted
+from towline.events import EventType, preview
 from towline.messages import ModelRequest, ModelResponse, RetryPart, ToolReturnPart
 from towline.runtime.output_schema import unstrict
 from towline.tools import ToolCall
 
+from .events import emit
 from .guard import Guard, guarded_sync
 from .run import Run
 
@@ -84,10 +86,10 @@ def structured_output(run: Run, call: ToolCall) -> Any:
     except (ValidationError, KeyError) as e:
         output_retry(run, f"invalid output: {e}", call)
         return CONTINUE
-    run.record_returns([ToolReturnPart(
+    run.conversation.record_returns([ToolReturnPart(
         tool_name=call.tool_name, tool_call_id=call.tool_call_id,
         content="final result accepted", status="succeeded")])
-    run.close_unpaired("not executed: the final result ended the run")
+    run.conversation.close_unpaired("not executed: the final result ended the run")
     return adapter.dump_python(value, mode="json")
 
 
@@ -190,16 +192,17 @@ def final_output(agent: Agent, response: ModelResponse) -> Any:
 
 def output_retry(run: Run, message: str, call: ToolCall | None = None) -> None:
     """Record an invalid output and consume one output retry (failing past the limit)."""
-    used = run.counters.output_retries_used + 1
-    run.bump(output_retries_used=used)
+    used = run.ledger.counters.output_retries_used + 1
+    run.ledger.bump(output_retries_used=used)
     if call is not None:
-        run.record_returns([ToolReturnPart(
+        run.conversation.record_returns([ToolReturnPart(
             tool_name=call.tool_name, tool_call_id=call.tool_call_id, content=message,
             status="validation_error")])
-        run.close_unpaired("not executed: the output was invalid")
+        run.conversation.close_unpaired("not executed: the output was invalid")
     else:
-        run.append(ModelRequest(parts=[RetryPart(content=message)]))
-    run.confirm()
+        run.conversation.append(ModelRequest(parts=[RetryPart(content=message)]))
+    run.ledger.confirm()
+    emit(run.stream, EventType.OUTPUT_RETRY, step=run.ledger.counters.run_step, message=preview(message))
     if used > run.limits.output_retries:
         raise OutputRetriesExhausted(
             f"output invalid {used} times (output_retries {run.limits.output_retries}): {message}"

@@ -1,4 +1,4 @@
-"""A guardrail that ends only the turn of a session (engine 5: `on_trip="end_turn"`).
+"""A guardrail that ends only the turn of a session (`on_trip="end_turn"`).
 
 An `InputGuardrail` or `OutputGuardrail` trips by raising `GuardrailTripped`, as always; one
 given `on_trip="end_turn"` puts its `refusal` in the failure (`_guardrail.tripwire`). In a
@@ -41,9 +41,9 @@ def refused_turn(run: Run, trip: GuardrailTripped, step: int) -> str | None:
         return None
     refusal, dropped = found
     if dropped is not None:  # the answer an output guardrail stopped
-        run.messages = [m for m in run.messages if m.id != dropped]
-    response = run.append(ModelResponse(parts=[TextPart(content=refusal)]))
+        run.conversation.messages = [m for m in run.conversation.messages if m.id != dropped]
+    response = run.conversation.append(ModelResponse(parts=[TextPart(content=refusal)]))
     assert isinstance(response, ModelResponse)
-    run.confirm()
-    emit_response(step, response)  # streaming: the turn's answer, as a model's would be
+    run.ledger.confirm()
+    emit_response(run.stream, step, response)  # streaming: the turn's answer, as a model's would be
     return refusal

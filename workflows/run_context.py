@@ -1,10 +1,9 @@
-"""The run's context (`RunInput.context`), checked when the run starts (engine 5).
+"""The run's context (`RunInput.context`), checked when the run starts.
 
 A context key is either initial state (a key some capability declares in `state_schema`) or
 a field of the agent's `context_type`, a pydantic model: the rest of the context is
 validated against it, and the run's tools, hooks and dynamic instructions get the instance.
-Anything else used to be dropped without a word; from engine 5 a key that is neither, or a
-field the model refuses, ends the run with `InvalidRunInput` naming it, before anything runs.
+A key that is neither, or a field the model refuses, ends the run with `InvalidRunInput` naming it, before anything runs.
 """
 
 from __future__ import annotations

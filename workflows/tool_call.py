@@ -13,7 +13,7 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -28,19 +28,26 @@ from towline.errors import (
     UsageLimitExceeded,
     is_runtime_failure,
 )
-from towline.fleet.routing import current_dispatch
 from towline.messages import ToolCallPart, ToolReturnStatus, Usage
 from towline.runtime.escapes import raised_name
 from towline.telemetry import tracing as telemetry
 from towline.tools import Tool, ToolContext, ToolResult, tool_content
 
+from .approvals import Resolution
 from .guard import Guard, guarded, is_user_code
 from .hooks import maybe_await
 from .mcp_tools import not_started, tool_activity_input
 from .run import Run
-from .versions import TOOL_ENTRY, at_least, since
 
-__all__ = ["Admitted", "run_one"]
+__all__ = ["Admitted", "ClientResults", "run_one"]
+
+
+class ClientResults(Protocol):
+    """What waits for a client tool's result: the run's approvals desk
+    (`approval_updates.ApprovalDesk`), which `AgentRun`'s `tool_result` and `respond` updates give it; handed to the tool calls by the workflow."""
+
+    async def client_result(self, ctx: ToolContext, call: ToolCallPart, timeout: Any, *,
+                            metadata: Mapping[str, Any] | None = None) -> Resolution: ...
 
 
 @dataclass
@@ -69,16 +76,18 @@ def _short(args: Mapping[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
-    """Run the call; its return status, content and usage (`c.state`: its state update)."""
+async def run_one(run: Run, c: Admitted,
+                  client: ClientResults) -> tuple[ToolReturnStatus, Any, Usage]:
+    """Run the call; its return status, content and usage (`c.state`: its state update). A
+    client tool's result comes from `client`."""
     tool, call = c.tool, c.call
-    if tool.executor == "client" and at_least(4):
-        return await _run_on_client(run, c)
+    if tool.executor == "client":
+        return await _run_on_client(run, c, client)
     if tool.in_workflow:
         with telemetry.workflow_tool_span(tool.name, call.tool_call_id):
             return await _run_in_workflow(c)
-    # Engine 3: a non-idempotent tool may go without an entry mark (Tool.entry_mark=False).
-    marked = tool.idempotent or tool.entry_mark or not at_least(3)
+    # a non-idempotent tool may go without an entry mark (Tool.entry_mark=False)
+    marked = tool.idempotent or tool.entry_mark
     inp = tool_activity_input(tool, call.args, c.ctx, entry_mark=marked)
     try:
         res = await workflow.execute_activity(
@@ -87,19 +96,19 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
             heartbeat_timeout=tool.heartbeat_timeout or run.agent.tool_heartbeat_timeout,
             retry_policy=tool.effective_retry_policy(),
             summary=f"{tool.name}({_short(call.args)})",
-            priority=current_dispatch().priority,  # fleet: the run's (default before engine 3)
+            priority=run.dispatch.priority,  # fleet: the run's
         )
     except ActivityError as e:
         cause = e.cause or e
         if isinstance(cause, CancelledError):
             c.cancelled = True
             return "unknown", "the run was cancelled while the tool ran: its effect is unknown", Usage()
-        if isinstance(cause, ApplicationError) and cause.type in REPORT_FAILURES and at_least(4):
+        if isinstance(cause, ApplicationError) and cause.type in REPORT_FAILURES:
             c.failure = REPORT_FAILURES[cause.type](f"call {call.tool_call_id}: {cause.message}")
             return "unknown" if not tool.idempotent else "failed", cause.message, Usage()
         if tool.idempotent or not_started(cause):  # retried, or certainly without effect
             return "failed", f"failed after retries: {cause}", Usage()
-        if marked and _never_entered(cause) and since(TOOL_ENTRY):
+        if marked and _never_entered(cause):
             reason = f"not executed: every attempt lost its worker before the tool started ({cause})"
             return "not_executed", reason, Usage()
         return "unknown", f"{type(cause).__name__}: {cause}", Usage()
@@ -110,7 +119,7 @@ async def run_one(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
 REPORT_FAILURES: dict[str | None, type[RunFailure]] = {
     TOO_LARGE: PayloadTooLarge, USAGE_OUT_OF_RANGE: UsageLimitExceeded,
 }
-"""The run failure of a tool activity that ran but reported what cannot be kept (engine 4)."""
+"""The run failure of a tool activity that ran but reported what cannot be kept."""
 
 
 def _never_entered(cause: BaseException) -> bool:
@@ -120,18 +129,18 @@ def _never_entered(cause: BaseException) -> bool:
     return not any(isinstance(d, dict) and ENTERED_KEY in d for d in cause.last_heartbeat_details)
 
 
-async def _run_on_client(run: Run, c: Admitted) -> tuple[ToolReturnStatus, Any, Usage]:
+async def _run_on_client(run: Run, c: Admitted, client: ClientResults
+                         ) -> tuple[ToolReturnStatus, Any, Usage]:
     """A client tool: the run waits durably for its result (`tool_result`, `towline respond`).
 
-    Engine 5: a session's call waits at most its `session_timeout` (the client that went away
+    A session's call waits at most its `session_timeout` (the client that went away
     never answers), and the client may answer with an error (the call `failed`) or a retry
     request (`retry`, as a tool's `ModelRetry`); both count against the tool's `max_retries`."""
     timeout, within = c.tool.client_timeout, ""
-    if at_least(5) and run.client_wait is not None and (timeout is None or run.client_wait < timeout):
-        timeout, within = run.client_wait, " (the session's session_timeout)"
-    gate: Any = workflow.instance()  # AgentRun (its `ApprovalHandlers`)
-    resolution: Any = await gate.client_result(c.ctx, c.call, timeout,
-                                               metadata=dict(c.tool.metadata) or None)
+    if run.inventory.client_wait is not None and (timeout is None or run.inventory.client_wait < timeout):
+        timeout, within = run.inventory.client_wait, " (the session's session_timeout)"
+    resolution = await client.client_result(c.ctx, c.call, timeout,
+                                             metadata=dict(c.tool.metadata) or None)
     if resolution.kind == "error":
         return "failed", resolution.reason, Usage()
     if resolution.kind == "retry":

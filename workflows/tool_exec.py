@@ -51,10 +51,9 @@ from .hooks import (
     where_of,
 )
 from .mcp_tools import tool_activity_input
-from .run import Run, check_state_fits, oversize, run_payload_limit
-from .tool_call import Admitted, run_one
+from .run import Run, check_state_fits, oversize
+from .tool_call import Admitted, ClientResults, run_one
 from .tool_return import before_return
-from .versions import at_least
 
 __all__ = ["run_tool_calls"]
 
@@ -93,7 +92,7 @@ class _Batch:
 
 
 MAX_CALLS_PER_RESPONSE = 1000
-"""Most tool calls one model response may ask for (engine 4): more fails the run
+"""Most tool calls one model response may ask for: more fails the run
 `UsageLimitExceeded` as soon as the response arrives, before any hook sees it or any call runs.
 They would run at once, one pending activity each, and Temporal fails every workflow task of a
 run past 2,000 pending activities (and, near 10,000 calls, one task's work passes the deadlock
@@ -117,8 +116,10 @@ async def run_tool_calls(
     selected: Mapping[str, ToolDefinition],
     step: int,
     truncated: bool,
+    client: ClientResults,
 ) -> None:
-    """Admit, execute and record `calls`; raises the run's failure after recording."""
+    """Admit, execute and record `calls` (a client tool's result from `client`); raises the
+    run's failure after recording."""
     if not calls:
         return
     batch = _Batch(run, calls)
@@ -129,24 +130,24 @@ async def run_tool_calls(
         batch.fail(DuplicateToolCallId(f"duplicate tool call ids in step {step}: {ids}"))
     elif truncated:
         batch.close("the response was cut off by the token limit: nothing was executed")
-    elif limit is not None and run.counters.tool_calls + len(calls) > limit:
+    elif limit is not None and run.ledger.counters.tool_calls + len(calls) > limit:
         batch.close(f"tool_calls_limit {limit} would be exceeded: nothing was executed")
         batch.fail(UsageLimitExceeded(
-            f"tool_calls_limit {limit}: {run.counters.tool_calls} started, {len(calls)} more requested"
+            f"tool_calls_limit {limit}: {run.ledger.counters.tool_calls} started, {len(calls)} more requested"
         ))
     else:
         ready = await _admit(run, caps, batch, selected, step)
         if batch.failure is None:
-            await _execute(run, caps, batch, ready)
+            await _execute(run, caps, batch, ready, client)
         batch.close("not executed")
     _account(run, batch, selected)
-    run.merge_reported_usage()
-    run.record_returns([batch.returns[i] for i in range(len(calls))])
+    run.ledger.merge_reported_usage()
+    run.conversation.record_returns([batch.returns[i] for i in range(len(calls))])
     for i, ret in sorted(batch.returns.items()):  # streaming: calls that never started end here
         if i not in batch.started:
-            _emit_end(step, ret)
+            _emit_end(run, step, ret)
     telemetry.tool_returns(run.agent.name, ((r.tool_name, r.status) for r in batch.returns.values()))
-    run.confirm()
+    run.ledger.confirm()
     if batch.failure is not None:
         raise batch.failure
 
@@ -174,14 +175,14 @@ async def _admit_one(
     selected: Mapping[str, ToolDefinition], step: int, i: int, call: ToolCallPart,
 ) -> Admitted | None:
     """Authority, validation and `before_tool_execute` for one call; None if it won't run."""
-    tool = run.tools.get(call.tool_name)
+    tool = run.inventory.tools.get(call.tool_name)
     if tool is None:
         batch.record(i, "denied", f"unknown tool {call.tool_name!r}")
         return None
     if call.tool_name not in selected:
         batch.record(i, "denied", f"tool {call.tool_name!r} is not available in this request")
         return None
-    if run.allowed_tools is not None and call.tool_name not in run.allowed_tools \
+    if run.inventory.allowed_tools is not None and call.tool_name not in run.inventory.allowed_tools \
             and HANDOFF_KEY not in tool.metadata:  # a handoff runs nothing (what follows is held)
         batch.record(i, "denied", f"tool {call.tool_name!r} is not authorised for this sub-agent")
         return None
@@ -196,9 +197,9 @@ async def _admit_one(
     call = call.model_copy(update={"args": args})
     ctx = ToolContext(
         run_id=run.run_id, agent=run.agent.name, run_step=step, tool_name=call.tool_name,
-        tool_call_id=call.tool_call_id, retry=run.counters.tool_retries.get(call.tool_name, 0),
+        tool_call_id=call.tool_call_id, retry=run.ledger.counters.tool_retries.get(call.tool_name, 0),
         idempotency_key=f"{run.run_id}/{step}/{call.tool_call_id}", state=copy.deepcopy(run.state),
-        context=copy.deepcopy(run.context),  # engine 5 (None before): the run's typed context
+        context=copy.deepcopy(run.context),  # the run's typed context
     )
     hooked = await _before_hooks(caps, batch, i, ctx, call)
     if hooked is None:
@@ -208,10 +209,11 @@ async def _admit_one(
     except ValidationError as e:
         batch.record(i, "validation_error", _errors(e))
         return None
-    size = 0 if tool.in_workflow else oversize(tool_activity_input(tool, hooked.args, ctx))
+    size = 0 if tool.in_workflow else oversize(tool_activity_input(tool, hooked.args, ctx),
+                                               run.payload_limit)
     if size:  # never started, so not counted in `tool_calls`
         batch.record(i, "not_executed", f"arguments of {size} bytes exceed the "
-                     f"{run_payload_limit()}-byte payload limit")
+                     f"{run.payload_limit}-byte payload limit")
         return None
     return Admitted(i, hooked, tool, ctx)
 
@@ -232,7 +234,7 @@ async def _before_hooks(
         except ToolDenied as e:
             batch.record(i, "denied", e.message)
             return None
-        except ToolResponded as e:  # engine 4: a reviewer's answer is the call's return
+        except ToolResponded as e:  # a reviewer's answer is the call's return
             batch.record(i, "succeeded", e.result)
             return None
         except GuardrailTripped as e:  # the run ends; the call is denied, and nothing runs
@@ -265,11 +267,12 @@ async def _before_hooks(
     return call
 
 
-async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, ready: list[Admitted]) -> None:
+async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, ready: list[Admitted],
+                   client: ClientResults) -> None:
     if not ready:
         return
-    run.bump(tool_calls=run.counters.tool_calls + len(ready))
-    results = await asyncio.gather(*(_run_streamed(run, caps, batch, c) for c in ready))
+    run.ledger.bump(tool_calls=run.ledger.counters.tool_calls + len(ready))
+    results = await asyncio.gather(*(_run_streamed(run, caps, batch, c, client) for c in ready))
     if any(c.cancelled for c in ready):
         batch.fail(runtime_failure(Cancelled("the run was cancelled while its tools ran")))
     for c, (status, content, usage) in zip(ready, results, strict=True):
@@ -299,24 +302,25 @@ async def _execute(run: Run, caps: Sequence[CapabilityLike], batch: _Batch, read
 
 
 async def _run_streamed(
-    run: Run, caps: Sequence[CapabilityLike], batch: _Batch, c: Admitted,
+    run: Run, caps: Sequence[CapabilityLike], batch: _Batch, c: Admitted, client: ClientResults,
 ) -> tuple[ToolReturnStatus, Any, Usage]:
     """Streaming: `_run_one` (and the `before_tool_return` hooks) between its `tool_start` and
     `tool_end` events, which shows what the model is shown."""
     batch.started.add(c.index)
-    emit(EventType.TOOL_START, step=c.ctx.run_step, call_id=c.call.tool_call_id, tool=c.tool.name,
-         args=c.call.args)
-    status, content, usage = await run_one(run, c)
+    emit(run.stream, EventType.TOOL_START, step=c.ctx.run_step, call_id=c.call.tool_call_id,
+         tool=c.tool.name, args=c.call.args)
+    status, content, usage = await run_one(run, c, client)
     c.ran = status
-    if at_least(4):  # guardrails (issue 32): hooks may replace or withhold what the model sees
-        status, content = await before_return(caps, c, status, content, batch.fail)
-    _emit_end(c.ctx.run_step, ToolReturnPart(tool_name=c.tool.name, tool_call_id=c.call.tool_call_id,
-                                              content=content, status=status))
+    # guardrails: hooks may replace or withhold what the model sees
+    status, content = await before_return(caps, c, status, content, batch.fail)
+    _emit_end(run, c.ctx.run_step, ToolReturnPart(tool_name=c.tool.name,
+                                                   tool_call_id=c.call.tool_call_id,
+                                                   content=content, status=status))
     return status, content, usage
 
 
-def _emit_end(step: int, ret: ToolReturnPart) -> None:
-    emit(EventType.TOOL_END, **tool_end_fields(step, ret))
+def _emit_end(run: Run, step: int, ret: ToolReturnPart) -> None:
+    emit(run.stream, EventType.TOOL_END, **tool_end_fields(step, ret))
 
 
 def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:
@@ -332,8 +336,8 @@ def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:
         for key, value in update.items():
             check_jsonable(value, f"tool {c.tool.name!r} wrote state key {key!r}")
         state = apply_reducers(run.state, update, schema, run.agent.capabilities)
-        if at_least(4):  # too large: not committed (the partial run keeps the state before)
-            check_state_fits(state, dict.fromkeys(update, f"tool {c.tool.name!r}"))
+        # too large: not committed (the partial run keeps the state before)
+        check_state_fits(state, dict.fromkeys(update, f"tool {c.tool.name!r}"), run.payload_limit)
         run.state = state
     except (CapabilityViolation, PayloadTooLarge) as e:  # the call succeeded: its record stays
         batch.fail(e)
@@ -341,23 +345,23 @@ def _apply_state(run: Run, batch: _Batch, c: Admitted) -> None:
 
 def _account(run: Run, batch: _Batch, selected: Mapping[str, ToolDefinition]) -> None:
     """Update consecutive-failure counts and usage in call order; exhausted retries fail."""
-    retries = dict(run.counters.tool_retries)
+    retries = dict(run.ledger.counters.tool_retries)
     for i, ret in sorted(batch.returns.items()):
         if i in batch.usage:
-            run.add_usage(batch.usage[i])
+            run.ledger.add_usage(batch.usage[i])
         if ret.status == "succeeded":
             retries.pop(ret.tool_name, None)
         elif ret.status in ("retry", "validation_error", "failed"):
             retries[ret.tool_name] = retries.get(ret.tool_name, 0) + 1
             definition = selected.get(ret.tool_name)
-            tool = run.tools.get(ret.tool_name)
+            tool = run.inventory.tools.get(ret.tool_name)
             allowed = definition.max_retries if definition else (tool.max_retries if tool else 0)
             if retries[ret.tool_name] > allowed:
                 batch.fail(ToolRetriesExhausted(
                     f"tool {ret.tool_name!r} failed {retries[ret.tool_name]} times in a row "
                     f"(max_retries {allowed})"
                 ))
-    run.bump(tool_retries=retries)
+    run.ledger.bump(tool_retries=retries)
 
 
 def _errors(e: ValidationError) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""`before_tool_return`: the hooks that see a tool's return before it is recorded (engine 4).
+"""`before_tool_return`: the hooks that see a tool's return before it is recorded.
 
 Between a tool's execution and its return record, each capability's `before_tool_return`
 may hand back the return unchanged, with other `content` (a redaction, a replacement), or

@@ -57,7 +57,6 @@ from .output import output_instructions
 from .run import Run, check_state_fits
 from .steering import interruptible
 from .tool_exec import refuse_too_many_calls
-from .versions import FAILURE_ACCOUNTING, at_least, since
 
 __all__ = ["TurnOutcome", "run_turn", "render_instructions"]
 
@@ -87,8 +86,8 @@ def render_instructions(
 
 
 def _offered(run: Run) -> list[ToolDefinition]:
-    allowed = run.allowed_tools
-    return [t.definition() for t in run.tools.values()
+    allowed = run.inventory.allowed_tools
+    return [t.definition() for t in run.inventory.tools.values()
             if allowed is None or t.name in allowed or HANDOFF_KEY in t.metadata]
 
 
@@ -111,24 +110,23 @@ def normalize(run: Run, response: Any, where: str) -> ModelResponse:
     """Give a response and its tool calls ids (generated: unique and deterministic)."""
     response = _validated(response, where)
     parts = [
-        p.model_copy(update={"tool_call_id": f"call_{run.new_id()}"})
+        p.model_copy(update={"tool_call_id": f"call_{run.conversation.new_id()}"})
         if isinstance(p, ToolCallPart) and not p.tool_call_id else p
         for p in response.parts
     ]
     update: dict[str, Any] = {"parts": parts}
     if not response.id:
-        update["id"] = run.new_id()
+        update["id"] = run.conversation.new_id()
     return response.model_copy(update=update)
 
 
 async def run_turn(run: Run, step: int) -> TurnOutcome:
     """Run one turn up to and including commit; returns the admitted response."""
-    turn = TurnUpdate(run.messages, run.state, run.agent.state_schema, run.new_id)
+    turn = TurnUpdate(run.conversation.messages, run.state, run.agent.state_schema, run.conversation.new_id)
     try:
         return await _turn(run, step, turn)
     except RunFailure:
-        if since(FAILURE_ACCOUNTING):
-            _keep_spent(run, turn)
+        _keep_spent(run, turn)
         raise
 
 
@@ -138,8 +136,8 @@ def _keep_spent(run: Run, turn: TurnUpdate) -> None:
     The partial run then shows the history as the model last saw it (a summary a
     hook wrote, say), and the ledger every token paid for.
     """
-    run.messages = list(turn.messages)
-    run.add_usage(turn.llm_usage)
+    run.conversation.messages = list(turn.messages)
+    run.ledger.add_usage(turn.llm_usage)
     turn.llm_usage = Usage()
 
 
@@ -166,16 +164,16 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
             output_tools=[output_tool] if output_tool else [],
             native_tools=list(agent.native_tools),
         ),
-        agent=AgentView(name=agent.name,  # engine 5: a function's text, as recorded
+        agent=AgentView(name=agent.name,  # a function's text, as recorded
                         instructions=run.instructions.get(agent.name, agent.static_instructions),
                         output_retries=run.limits.output_retries),
         state=turn.working_state(), context=run.context,
-        tool_retries=dict(run.counters.tool_retries),
-        output_retries_used=run.counters.output_retries_used,
-        run_step=step, tool_calls=run.counters.tool_calls, max_steps=run.limits.max_steps,
+        tool_retries=dict(run.ledger.counters.tool_retries),
+        output_retries_used=run.ledger.counters.output_retries_used,
+        run_step=step, tool_calls=run.ledger.counters.tool_calls, max_steps=run.limits.max_steps,
         run_id=run.run_id,
-        scope=RunScope(run_id=run.run_id, agent=agent.name, allowed_tools=run.allowed_tools),
-        validators=PreparedValidators(frozenset(run.tools)), usage=run.usage,
+        scope=RunScope(run_id=run.run_id, agent=agent.name, allowed_tools=run.inventory.allowed_tools),
+        validators=PreparedValidators(frozenset(run.inventory.tools)), usage=run.ledger.usage,
     )
     state = await run_model_hooks(caps, "before_model_request", state)
 
@@ -189,10 +187,9 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
         run_step=step,  # its `context`: each wrap_model_call hook's own copy (`_wrap`)
     )
     response, offered = await _call_chain(run, caps, request, {d.name for d in selected}, step)
-    if at_least(4):
-        refuse_too_many_calls(response, step)
+    refuse_too_many_calls(response, step)
 
-    after = state.model_copy(update={"response": response, "usage": run.usage})
+    after = state.model_copy(update={"response": response, "usage": run.ledger.usage})
     after = await run_model_hooks(caps, "after_model_request", after)
     assert after.response is not None
     response = normalize(run, after.response, "after_model_request")
@@ -204,15 +201,15 @@ async def _turn(run: Run, step: int, turn: TurnUpdate) -> TurnOutcome:
             turn.apply(await _call(cap, fn, where_of(cap, "after_model"), turn.view(**_context(run))),
                        where_of(cap, "after_model"), allow_jump=True)
 
-    run.messages = turn.messages
+    run.conversation.messages = turn.messages
     state_after = apply_reducers(run.state, turn.values, agent.state_schema, caps)
-    if turn.values and at_least(4):  # too large: not committed (the partial run keeps it out)
-        check_state_fits(state_after, turn.writers)
+    if turn.values:  # too large: not committed (the partial run keeps it out)
+        check_state_fits(state_after, turn.writers, run.payload_limit)
     run.state = state_after
-    run.add_usage(turn.llm_usage)
+    run.ledger.add_usage(turn.llm_usage)
     turn.llm_usage = Usage()
-    run.merge_reported_usage()
-    run.confirm()
+    run.ledger.merge_reported_usage()
+    run.ledger.confirm()
     executable = {d.name: d for d in offered}
     return TurnOutcome(response, executable, turn.jump, list(state.params.output_tools))
 
@@ -232,7 +229,7 @@ async def _call_chain(
     """Run the wrap_model_call chain; returns the response and the tools it was offered."""
     made: list[tuple[list[ToolDefinition], ModelResponse]] = []
     limit_hit: list[UsageLimitExceeded] = []
-    run.bump(run_step=step)
+    run.ledger.bump(run_step=step)
     mode = run.agent.output_mode
     schema = run.agent.output_schema() if mode != "tool" else None  # native: the response format
 
@@ -240,18 +237,19 @@ async def _call_chain(
         if not isinstance(req, ModelCallRequest):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise CapabilityViolation(f"wrap_model_call passed {type(req).__name__} to next")
         limit = run.limits.request_limit
-        if limit is not None and run.requests_paid() >= limit:
+        if limit is not None and run.ledger.requests_paid() >= limit:
             limit_hit.append(runtime_failure(UsageLimitExceeded(f"request_limit {limit} reached")))
             raise limit_hit[-1]
         try:
-            run.check_spend()  # e.g. a wrapper's second call
+            run.ledger.check_spend()  # e.g. a wrapper's second call
         except UsageLimitExceeded as e:
             limit_hit.append(e)
             raise
         tools = [d for d in req.tools if d.name in authorised]  # wrappers narrow, never widen
         try:
-            call = await interruptible(lambda: request_model(  # engine 4: a busy session's `send`
-                req.model, req.messages, tools=tools, output_tools=req.output_tools,
+            # a busy session's `send` may interrupt it (`steering`)
+            call = await interruptible(run.steering, lambda: request_model(
+                run, req.model, req.messages, tools=tools, output_tools=req.output_tools,
                 output_mode=mode, output_schema=schema, native_tools=req.native_tools,
                 settings=req.settings, run_step=step, agent=run.agent.name,
                 timeout=run.agent.model_timeout, retry_policy=run.agent.model_retry_policy,
@@ -259,7 +257,7 @@ async def _call_chain(
                 poll_interval=run.agent.model_poll_interval,
                 poll_max_interval=run.agent.model_poll_max_interval,
                 background_timeout=run.agent.model_background_timeout,
-                max_requests=None if limit is None else limit - run.counters.requests,
+                max_requests=None if limit is None else limit - run.ledger.counters.requests,
                 answered=lambda piece: _answered(run, piece),
             ))
         except RunFailure as e:
@@ -268,8 +266,8 @@ async def _call_chain(
                 limit_hit.append(e)
             raise
         response = call.response
-        run.bump(requests=run.counters.requests + 1)  # the call's last request
-        run.add_usage(call.unreported)
+        run.ledger.bump(requests=run.ledger.counters.requests + 1)  # the call's last request
+        run.ledger.add_usage(call.unreported)
         response = normalize(run, response, "model")
         made.append((tools, response))
         return response
@@ -289,27 +287,27 @@ async def _call_chain(
 
 
 def _answered(run: Run, piece: ModelResponse) -> None:
-    """A piece of a paused turn is done (engine 4): counted now, so the request that continues
+    """A piece of a paused turn is done: counted now, so the request that continues
     it carries it in its ledger header, and checked against the run's spending limits."""
-    run.bump(requests=run.counters.requests + 1)
-    run.add_usage(piece.usage)
-    run.check_spend()
+    run.ledger.bump(requests=run.ledger.counters.requests + 1)
+    run.ledger.add_usage(piece.usage)
+    run.ledger.check_spend()
 
 
 def _count_spent(run: Run, failure: RunFailure) -> None:
     """A model call that failed after the model answered still counts what it spent: a
     response too large to return."""
     usage = failure.extra.get("usage")
-    if isinstance(failure, PayloadTooLarge) and isinstance(usage, Usage) and since(FAILURE_ACCOUNTING):
-        run.bump(requests=run.counters.requests + 1)  # the model did answer
-        run.add_usage(usage)
+    if isinstance(failure, PayloadTooLarge) and isinstance(usage, Usage):
+        run.ledger.bump(requests=run.ledger.counters.requests + 1)  # the model did answer
+        run.ledger.add_usage(usage)
 
 
 def _context(run: Run) -> dict[str, Any]:
-    """Engine 5: what gives a middleware hook the run's context, when it has one
+    """What gives a middleware hook the run's context, when it has one
     (`ModelCallRequest.context`, the `context` key of its state): a copy, so that what it
     changes in it reaches nothing."""
-    return {"context": copy.deepcopy(run.context)} if run.context is not None and at_least(5) else {}
+    return {"context": copy.deepcopy(run.context)} if run.context is not None else {}
 
 
 def _wrap(

@@ -7,6 +7,12 @@ nondeterminism error and the run is stuck until the old code is back. So every
 such change is made conditional, and committed histories under `tests/histories/`
 are replayed by the suite to prove it.
 
+Towline 1.0 is one engine, `BASE` (1): a 1.0 run records no engine marker, and the 1.0
+histories under `tests/histories/` are its baseline, never re-recorded. `ENGINES` is empty
+until the first change after 1.0. The ids of later versions name the release that brings
+them (`towline-1.1`, ...), never `towline-engine-N`: those were 0.x markers, and a 0.x
+history must not read as a 1.x one.
+
 How a change is versioned (the engine-version cascade):
 
 - `engine()` resolves the run's engine version once, first thing in its first
@@ -15,19 +21,17 @@ How a change is versioned (the engine-version cascade):
   marker, the newest id (Temporal records a marker for each `patched` call that
   returns True, and nothing for one that returns False). A replayed run answers
   True only for an id whose marker its history holds, so it is recognised by the
-  one id it recorded; a history with none of them is `LEGACY`.
+  one id it recorded; a history with none of them is a `BASE` (1.0) run.
 - Every later check consults the resolved version (`at_least(N)`), never
   `patched` again: a run records one engine marker however many changes it has.
-- To version a change: add `ENGINE_<N+1>` at the head of `ENGINES`, guard the new
-  code with `at_least(N+1)` (the old code stays for older runs), record a history
-  with it (`scripts/record_history.py --only NEW_ID`) and commit it beside the
-  others. Never re-record a committed history.
-- `LEGACY` runs (recorded before the cascade) keep one marker per change:
-  `since(ID)` calls `workflow.patched(ID)` for them, exactly as they were written,
-  and is True without a marker in every cascade version (each of those changes is
-  part of `ENGINE_2`).
-- The agent version is the run's other marker (`version_patch`), made in the same
-  first workflow task, before the `towline.runtime.search_attributes` local activity.
+- To version a change: add its id at the head of `ENGINES` (the first after 1.0:
+  `ENGINES = ("towline-1.1",)`, engine 2), guard the new code with
+  `at_least(2)` (the old code stays for older runs), record a history with it
+  (`scripts/record_history.py --only NEW_ID`) and commit it beside the 1.0 ones.
+  Never re-record a committed history.
+- The agent version is the run's other marker (`agent_versions.recorded_version`,
+  `version_patch`), made in the same first workflow task, before the
+  `towline.search_attributes` local activity.
 
 Remove a branch only once no run that could reach the old path can still be
 replayed (then use `workflow.deprecate_patch(ID)` for one release).
@@ -42,54 +46,27 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.history.v1 import HistoryEvent
 
+from . import scope
+
 __all__ = [
+    "BASE",
+    "ENGINES",
     "engine",
     "at_least",
-    "since",
-    "LEGACY",
-    "ENGINE_2",
-    "ENGINE_3",
-    "ENGINE_4",
-    "ENGINE_5",
-    "ENGINES",
     "recorded_engine",
     "history_engine",
-    "EARLY_STATUS",
-    "FAILURE_ACCOUNTING",
-    "TRUNCATED_OUTPUT",
-    "CANCELLED_SESSION",
-    "TOOL_ENTRY",
-    "AGENT_VERSIONS",
     "version_patch",
-    "CARRIED_FACTS",
-    "VERSION_FIRST",
 ]
 
-# The changes made before the cascade: one `workflow.patched` id each, checked by `since`
-# (each is part of ENGINE_2, so only a LEGACY run records their markers).
+BASE = 1
+"""The engine version of towline 1.0, which records no engine marker."""
 
-EARLY_STATUS = "towline-early-status"
-"""The search-attribute check runs first, so a run that fails on its input or agent name
-still records `TowlineStatus=failed` (and `TowlineAgent` when known)."""
+ENGINES: tuple[str, ...] = ()
+"""The cascade's patch ids, NEWEST FIRST: the id at index i is engine `BASE + len(ENGINES) - i`.
+Add a new version at the head."""
 
-FAILURE_ACCOUNTING = "towline-failure-accounting"
-"""A turn that fails keeps what it spent and said: hooks' `llm_usage`, `before_model`
-edits, and a model response too large to return (its request and usage)."""
-
-TRUNCATED_OUTPUT = "towline-truncated-output"
-"""A response cut off by the token limit executes nothing, its output-tool call included."""
-
-CANCELLED_SESSION = "towline-cancelled-session"
-"""A session cancelled while it waits for the next message ends as `Cancelled`."""
-
-TOOL_ENTRY = "towline-tool-entry"
-"""A non-idempotent tool whose every attempt lost its worker before the tool function
-started (its heartbeats say so) is recorded `not_executed`, not `unknown`."""
-
-AGENT_VERSIONS = "towline-agent-versions"
-"""A run records its agent's version (`towline.runtime.fingerprint`) when it starts: in the ledger
-memo, the `TowlineAgentVersion` search attribute and a `version_patch` marker, which a
-worker replaying the run checks against its own agents."""
+_RESOLVED = "_towline_engine"
+"""The `AgentRun` attribute that holds the resolved engine version."""
 
 
 def version_patch(version: str) -> str:
@@ -97,53 +74,14 @@ def version_patch(version: str) -> str:
     return f"towline-agent-version-{version}"
 
 
-CARRIED_FACTS = "towline-carried-facts"
-"""An execution continued as new takes the run's `WorkerFacts` (registered search attributes,
-payload limit) from its input instead of asking the worker again (no local activity)."""
-
-VERSION_FIRST = "towline-version-first"
-"""The run's agent version (`AGENT_VERSIONS` and `version_patch` markers) is decided before the
-`towline.runtime.search_attributes` local activity, not after it. A query that reaches a run during its
-first workflow task can make the SDK send the local activity's marker in that task and the
-commands that follow it in the next; a replay then calls `workflow.patched` where the history
-has no marker yet, and fails with a nondeterminism error (3 of 20 runs queried at once did)."""
+def _number(index: int) -> int:
+    """The engine version of `ENGINES[index]`."""
+    return BASE + len(ENGINES) - index
 
 
-# The engine-version cascade.
-
-LEGACY = 1
-"""The engine version of a run recorded before the cascade: one marker per change (`since`)."""
-
-ENGINE_2 = "towline-engine-2"
-"""Engine 2 (issue 21): one engine marker and one agent-version marker per run (every
-per-change id before it holds), and the ledger's search attributes upserted only when they
-change meaningfully: at status changes (the Int attributes with them), at most every
-`ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` of workflow time between them, at the end,
-and never a value the start request already set (see `Run.confirm`)."""
-
-ENGINE_3 = "towline-engine-3"
-"""Engine 3 (issues 21-23): the changes of one release, each guarded by `at_least(3)`;
-each is listed where it is made (grep for `at_least(3)`)."""
-
-ENGINE_4 = "towline-engine-4"
-"""Engine 4 (issues 28-34): the changes of one release, each guarded by `at_least(4)`;
-each is listed where it is made (grep for `at_least(4)`)."""
-
-ENGINE_5 = "towline-engine-5"
-"""Engine 5 (issue 40: the fifth reliability round and the porting team's traps): the changes
-of one release, each guarded by `at_least(5)`; each is listed where it is made (grep for
-`at_least(5)`)."""
-
-ENGINES: tuple[tuple[str, int], ...] = (
-    (ENGINE_5, 5), (ENGINE_4, 4), (ENGINE_3, 3), (ENGINE_2, 2))
-"""The cascade, NEWEST FIRST: (patch id, engine version). Add a new version at the head."""
-
-_RESOLVED = "_towline_engine"
-"""The workflow instance attribute that holds the resolved engine version."""
-
-
-def engine() -> int:
-    """The run's engine version: resolved by the cascade on first use, then remembered.
+def engine(run: object | None = None) -> int:
+    """The run's engine version: resolved by the cascade on first use, then remembered on `run`
+    (the `AgentRun`: a handler passes its `self`; by default the running one, `workflows.scope`).
 
     An update validator (or a query) that runs before the run's first step resolved it may not
     call `workflow.patched` (read-only: the workflow task would fail, again and again). Only a
@@ -151,31 +89,38 @@ def engine() -> int:
     does not validate recorded updates again), and a new run takes the newest engine: that,
     not remembered, so that the run's first step still records the marker.
     """
-    instance: Any = workflow.instance()
+    instance: Any = run if run is not None else scope.current()
     known: Any = getattr(instance, _RESOLVED, None)
     if isinstance(known, int):
         return known
     if workflow.unsafe.is_read_only():
-        return ENGINES[0][1]
-    version = LEGACY
-    for patch_id, number in ENGINES:
+        return _number(0) if ENGINES else BASE
+    version = BASE
+    for index, patch_id in enumerate(ENGINES):
         if workflow.patched(patch_id):
-            version = number
+            version = _number(index)
             break
-    setattr(instance, _RESOLVED, version)
+    if instance is not None:
+        setattr(instance, _RESOLVED, version)
     return version
+
+
+def at_least(version: int, run: object | None = None) -> bool:
+    """Whether the run's engine version is `version` or newer (no marker of its own); `run` as
+    `engine` takes it."""
+    return engine(run) >= version
 
 
 def recorded_engine(patch_ids: Iterable[str]) -> int:
     """The engine version a history recorded, from the ids of its `workflow.patched` markers
-    (for readers of a history outside the workflow: `LEGACY` when no cascade id is there)."""
-    known = dict(ENGINES)
-    return max((known[i] for i in patch_ids if i in known), default=LEGACY)
+    (for readers of a history outside the workflow: `BASE` when no cascade id is there)."""
+    known = {patch_id: _number(i) for i, patch_id in enumerate(ENGINES)}
+    return max((known[i] for i in patch_ids if i in known), default=BASE)
 
 
 def history_engine(events: Iterable[HistoryEvent]) -> int:
     """The engine version one execution's history recorded, read from its `workflow.patched`
-    markers (`core_patch`, whose `patch-data` names the id): `LEGACY` when no cascade id is there."""
+    markers (`core_patch`, whose `patch-data` names the id): `BASE` when no cascade id is there."""
     ids: list[str] = []
     for e in events:
         attrs = e.marker_recorded_event_attributes
@@ -187,19 +132,3 @@ def history_engine(events: Iterable[HistoryEvent]) -> int:
             except (ValueError, AttributeError):
                 continue
     return recorded_engine(ids)
-
-
-def at_least(version: int) -> bool:
-    """Whether the run's engine version is `version` or newer (no marker of its own)."""
-    return engine() >= version
-
-
-def since(patch_id: str) -> bool:
-    """Whether this run takes the code path of a pre-cascade change `patch_id`.
-
-    True in every cascade engine (no marker); in a `LEGACY` run, `workflow.patched(patch_id)`
-    as the run was written.
-    """
-    if engine() > LEGACY:
-        return True
-    return workflow.patched(patch_id)

@@ -1,5 +1,5 @@
-"""What a run waiting for a person, a client or a message shows (engine 4): its memo keys and
-the lines of its current details."""
+"""A run's approvals (`Approvals`, the part of `Run` that waits for a person, a client or a
+message) and what a waiting run shows: its memo keys and the lines of its current details."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DECISIONS_MEMO", "WAITING_MEMO", "ApprovalState", "trail_memo", "pending_lines"]
+__all__ = ["DECISIONS_MEMO", "WAITING_MEMO", "Approvals", "ApprovalState", "trail_memo", "pending_lines"]
 
 DECISIONS_MEMO = "towline.decisions"
 """Memo key of the audit trail (`{"total": n, "entries": [newest...]}`)."""
@@ -17,7 +17,7 @@ WAITING_MEMO = "towline.waiting"
 
 @dataclass
 class ApprovalState:
-    """A run's approvals that outlive one call (`Run.hitl`, carried across continue-as-new)."""
+    """A run's approvals that outlive one call (`Approvals.hitl`, carried across continue-as-new)."""
 
     policy: dict[str, Any] = field(default_factory=dict[str, Any])
     """The run's own rules (`set_policy`): `{"rules": {...}, "default": ...}`."""
@@ -31,6 +31,22 @@ class ApprovalState:
     """The index of the last call made pending (the short form a person types)."""
     recorded: tuple[int, str | None] = (0, None)
     """The audit total and waiting reason the memo last recorded."""
+
+
+@dataclass
+class Approvals:
+    """The run's calls waiting for a decision (or a client's result), its approval policy,
+    remembered decisions and audit trail, and what a waiting run waits for (`Run.approvals`;
+    `workflows.approvals` works on it)."""
+
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    """By call id, what a reviewer needs of a call waiting for a decision or a client's result
+    (`approvals.register`); the `state` query shows it."""
+    hitl: ApprovalState = field(default_factory=lambda: ApprovalState())
+    """The run's approval policy, remembered decisions and audit trail."""
+    waiting_for: str | None = None
+    """What a waiting run waits for: approval, tool_result (a client tool's) or
+    message (a session's next); memo `towline.waiting` while it waits."""
 
 
 def trail_memo(hitl: ApprovalState, waiting: str | None
@@ -48,8 +64,6 @@ def trail_memo(hitl: ApprovalState, waiting: str | None
 
 def pending_lines(pending: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The current details' lines of the calls that wait, by index."""
-    if not any("digest" in p for p in pending.values()):  # before engine 4
-        return [f"- waiting for approval: {', '.join(sorted(pending))}"]
     lines: list[str] = []
     for call_id, p in sorted(pending.items(), key=lambda kv: kv[1].get("index") or 0):
         what = "a client's result" if p.get("kind") == "client" else "approval"

@@ -1,4 +1,5 @@
-"""What every provider model shares: configuration, SDK clients, errors, arguments, prices.
+"""What every provider model shares: configuration, endpoints, SDK clients, errors, arguments,
+prices.
 
 Provider code runs only inside the model activity, on the worker. SDKs are
 imported when a request is made (an extra that is not installed is reported
@@ -6,6 +7,19 @@ as a configuration error naming the extra). Credentials and endpoints are read
 from the model's configuration or the worker's environment at that moment and
 go nowhere else: error messages are built from the provider's own message with
 both scrubbed out, and the HTTP libraries' log lines have them redacted.
+
+- Endpoints: where a provider's requests go, as resolved on the worker, and where that came
+  from. An unreachable endpoint is named by its URL and by where the URL came from (the
+  variable, `base_url=`, or the SDK's default), so a typo in ``OPENAI_BASE_URL`` or a server
+  that is not running reads as such. The URL is shown without what can carry a credential
+  (user information, the query, the fragment); the key never appears.
+- Errors: an `openai` or `anthropic` SDK exception (a status with its `Retry-After`, a
+  connection failure, anything else) is translated in one place for both the request and
+  the streaming code (`openai_error`, `anthropic_error`); the SDKs are imported inside
+  those functions, when an error is being translated.
+- Prices: a response's usage priced with `genai-prices`, its native tool uses included.
+  Unknown is not zero: a request whose price `genai-prices` does not know (or that used a
+  native tool whose price it does not know) is counted in `Usage.unpriced_requests`.
 """
 
 from __future__ import annotations
@@ -23,23 +37,21 @@ import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from temporalio import activity
 
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart
+from towline.messages import Message, ModelResponse, RetryPart, ThinkingPart, ToolReturnPart, Usage
 from towline.runtime.addresses import is_local_host
-from towline.runtime.model_types import ModelHTTPError, ModelInfo
-
-from ._endpoint import Endpoint, connection_error
-from ._prices import NATIVE_PRICE_UNITS, priced  # one home: `_prices`; here for the providers
+from towline.runtime.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
 
 __all__ = [
     "ProviderModel", "Endpoint", "import_sdk", "cached_client", "items", "field_map", "parse_args",
     "return_text", "retry_text", "priced", "status_error", "connection_error", "provider_message",
     "remember_secrets", "remember_secret", "request_timeout", "DEFAULT_TIMEOUT", "unsupported_media",
-    "own_thinking", "LOCAL_PLACEHOLDER_KEY", "NATIVE_PRICE_UNITS", "raw_json",
+    "own_thinking", "LOCAL_PLACEHOLDER_KEY", "NATIVE_PRICE_UNITS", "raw_json", "shown_url",
+    "openai_error", "anthropic_error",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -389,3 +401,143 @@ def _redact_http_logs() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+# --- endpoints ---------------------------------------------------------------------------
+
+
+def shown_url(url: str) -> str:
+    """`url` without user information, query and fragment (where credentials can ride)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # not a URL at all: say so rather than echo it
+        return "(an invalid URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", "")) or "(an empty URL)"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom a request goes: resolved on the worker, never recorded."""
+
+    base_url: str | None
+    api_key: str | None
+    url_source: str | None = field(default=None, kw_only=True)
+    """Where `base_url` came from: the environment variable's name, ``base_url=``, or a
+    sentence for a default (None: the SDK's own default URL)."""
+    url_env: str | None = field(default=None, kw_only=True)
+    """The variable that would set the URL, for the hint when the SDK's default is used."""
+
+    def scrub(self, text: str) -> str:
+        """`text` with the key and the endpoint (URL, host and port) taken out."""
+        for secret in self.secrets():
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def secrets(self) -> list[str]:
+        """The strings that must not leave the worker, longest first."""
+        found: list[str] = []
+        if self.api_key and len(self.api_key) >= 4:
+            found.append(self.api_key)
+        if self.base_url:
+            parts = urlsplit(self.base_url)
+            found += [self.base_url.rstrip("/"), parts.netloc]
+        return sorted({s for s in found if s}, key=len, reverse=True)
+
+    def where(self, requested: str | None = None) -> str:
+        """The endpoint as a person checks it: ``http://127.0.0.1:8080/v1 (OPENAI_BASE_URL)``;
+        `requested` is the URL the SDK used when no base URL was configured."""
+        if self.base_url:
+            return f"{shown_url(self.base_url)} ({self.url_source or 'configured'})"
+        default = f"{shown_url(requested)} " if requested else ""
+        hint = f"; set {self.url_env} to use another" if self.url_env else ""
+        return f"{default}(the SDK's default{hint})"
+
+
+def connection_error(provider: str, error: BaseException,
+                     endpoint: Endpoint | None = None) -> ModelConnectionError:
+    """A retryable error for an endpoint that could not be reached, naming the endpoint and
+    where its URL came from, and the cause (e.g. connection refused); never the key."""
+    kind = "timed out" if "Timeout" in type(error).__name__ else "could not be reached"
+    if endpoint is None:
+        return ModelConnectionError(f"{provider}: the endpoint {kind} ({type(error).__name__})")
+    request = getattr(error, "request", None)
+    requested = str(getattr(request, "url", "")) or None
+    cause = error.__cause__ or error.__context__
+    because = f": {endpoint.scrub(str(cause))}" if cause is not None and str(cause) else ""
+    origin = None
+    if requested and not endpoint.base_url:
+        parts = urlsplit(requested)
+        origin = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    return ModelConnectionError(
+        f"{provider}: the endpoint {endpoint.where(origin)} {kind} "
+        f"({type(error).__name__}{because})")
+
+
+# --- prices ------------------------------------------------------------------------------
+
+
+NATIVE_PRICE_UNITS: dict[str, str] = {
+    "web_search": "web_searches", "file_search": "storage_searches",
+    "code_execution": "code_executions",
+}
+"""The `genai-prices` usage unit each native tool's uses are priced by (where it has one)."""
+
+
+def priced(usage: Usage, model_ref: str, pricing: Mapping[str, str] | None) -> Usage:
+    """`usage` with its cost from `genai-prices`, or counted unpriced when it is unknown.
+
+    Native tool uses (`Usage.native_tool_uses`) are priced by the unit `NATIVE_PRICE_UNITS`
+    names where the model's prices have one; a use of a tool without a known price leaves
+    the request counted in `unpriced_requests` (its tokens and the known uses still cost)."""
+    unpriced = usage.model_copy(update={"unpriced_requests": usage.requests, "cost": 0.0})
+    if pricing is None:
+        return unpriced
+    try:
+        prices = importlib.import_module("genai_prices")
+    except ImportError:
+        return unpriced
+    units = {NATIVE_PRICE_UNITS[k]: n for k, n in usage.native_tool_uses.items()
+             if n and k in NATIVE_PRICE_UNITS}
+    tokens = prices.Usage(
+        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens or None,
+        cache_write_tokens=usage.cache_write_tokens or None, **units,
+    )
+    try:
+        calc = prices.calc_price(tokens, model_ref, **pricing)
+    except (LookupError, ValueError):
+        return unpriced
+    known = {unit for unit in units if getattr(calc.model_price, f"{unit}_kcount", None) is not None}
+    unknown_tools = any(n and NATIVE_PRICE_UNITS.get(k) not in known
+                        for k, n in usage.native_tool_uses.items())
+    return usage.model_copy(update={"cost": float(calc.total_price),
+                                    "unpriced_requests": usage.requests if unknown_tools else 0})
+
+
+# --- SDK errors --------------------------------------------------------------------------
+
+
+def openai_error(e: Exception, endpoint: Endpoint) -> Exception:
+    """The towline error for an OpenAI SDK error (messages scrubbed of key and endpoint)."""
+    import openai
+
+    if isinstance(e, openai.APIStatusError):
+        return status_error("openai", e.status_code, e.body, e.response.headers, endpoint)
+    if isinstance(e, openai.APIConnectionError):
+        return connection_error("openai", e, endpoint)
+    return RuntimeError(endpoint.scrub(f"openai: {type(e).__name__}: {e}"))
+
+
+def anthropic_error(e: Exception, endpoint: Endpoint, provider: str = "anthropic") -> Exception:
+    """The towline error for an Anthropic SDK error (messages scrubbed of key and endpoint)."""
+    import anthropic
+
+    if isinstance(e, anthropic.APIStatusError):
+        return status_error(provider, e.status_code, e.body, e.response.headers, endpoint)
+    if isinstance(e, anthropic.APIConnectionError):
+        return connection_error(provider, e, endpoint)
+    return RuntimeError(endpoint.scrub(f"{provider}: {type(e).__name__}: {e}"))

@@ -1,8 +1,8 @@
 """What the providers share about media parts: the media type a part stands for, the bytes of
 a `data:` URL, and a tool return split into its text and its media.
 
-Each provider maps the parts into its own blocks (`anthropic_wire`, `openai_media`,
-`google_wire`); these are the readings they all make first, so that a part means the same
+Each provider maps the parts into its own blocks (`anthropic`, `openai_media`,
+`google`); these are the readings they all make first, so that a part means the same
 to every provider.
 """
 

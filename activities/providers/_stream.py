@@ -36,8 +36,15 @@ from typing import Any
 from towline.activities.streaming import text_delta, thinking_delta
 from towline.runtime.model_types import ModelConnectionError
 
-from ._common import Endpoint, field_map, items, request_timeout, status_error
-from ._sdk_errors import anthropic_error, openai_error
+from ._common import (
+    Endpoint,
+    anthropic_error,
+    field_map,
+    items,
+    openai_error,
+    request_timeout,
+    status_error,
+)
 from .openai_options import RETRIED_ERRORS
 
 __all__ = ["stream_chat", "stream_responses", "stream_anthropic", "ANTHROPIC_ERROR_STATUS",

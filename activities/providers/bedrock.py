@@ -1,7 +1,7 @@
 """`bedrock:<model>`: Claude on Amazon Bedrock, through the SDK's `AsyncAnthropicBedrock`.
 
 The same Messages API body as `anthropic:` (the mapping, thinking, media,
-cache breakpoints and native output of `anthropic_wire`); the SDK moves the
+cache breakpoints and native output of `anthropic`); the SDK moves the
 model into the path (`POST /model/<model>/invoke`, or
 `/invoke-with-response-stream`) and signs each request with SigV4. Everything
 comes from the worker's environment, read when a request is made:

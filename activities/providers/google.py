@@ -1,5 +1,6 @@
 """`google:<model>`: Gemini through the official `google-genai` SDK (`towline[google]`), on
-the Gemini Developer API or Vertex AI (`google-vertex:<model>`).
+the Gemini Developer API or Vertex AI (`google-vertex:<model>`): the `generateContent` wire
+format, the SDK call, and the answer (or its streamed chunks) read back.
 
 Read on the worker when a request is made, never recorded:
 
@@ -17,11 +18,54 @@ delay or a `Retry-After` header), a 5xx and a connection error; other 4xx are fi
 input token count (...) exceeds the maximum number of tokens allowed" is
 `ContextLengthExceeded`. Streaming reports thought text as `thinking` events and the answer
 as `text` events, and gathers the chunks into the answer a plain request gets (`merge_chunks`).
-The mapping is in `google_wire`.
+
+The mapping (pure functions: `gemini_contents`, `gemini_config`, `parse_response`):
+
+- Instructions and `SystemPart`s are the `system_instruction`; the conversation alternates
+  `user` and `model` contents (consecutive messages of a role are merged, function
+  responses first).
+- Media: `BinaryContent` (and a `data:` URL) is `inline_data`, an `ImageUrl` / `DocumentUrl`
+  is `file_data` (`file_uri`); a media type Gemini does not take is refused before anything
+  is sent. Media a tool returned follow its `function_response` in the same user turn.
+- Tool returns are `function_response` parts: `{"output": text}`, or `{"error": text}` for
+  every status but `succeeded` (the text as `return_text` gives it); a `RetryPart` of a call
+  is an error response, one without a call a user text.
+- Thought signatures: Gemini signs the part that follows its thinking (a function call, a
+  text). Each signature is kept as a `ThinkingPart(provider="google")` right before the part
+  it came on (its `content` is the thought text when the thought part itself carried it, else
+  empty), and goes back on that same part. Thinking of another family is never sent.
+- Usage: `prompt_token_count` (cached tokens included) is the input; the output is the
+  candidates' tokens plus `thoughts_token_count`, which is also `reasoning_tokens`.
+  Gemini caches a repeated prompt prefix by itself (implicit caching: no request field, so
+  `ModelSettings.prompt_cache` changes nothing here); `cached_content_token_count` is
+  `cache_read_tokens`, priced at the cache rate.
+- Native output: `response_mime_type: application/json` with the output's strict schema as
+  `response_json_schema` (full JSON Schema; `response_schema`, a proto `Schema`, refuses
+  `additionalProperties`). Tool definitions likewise go as `parameters_json_schema`.
+
+Built-in (native) tools:
+
+- Request: `WebSearch` is `google_search`, `WebFetch` `url_context`, `CodeExecution`
+  `code_execution` (each a `Tool` of its own beside the function declarations). Gemini
+  takes none of their options, nor `FileSearch` or `HostedMCP`: such a request fails
+  before it is sent.
+- Answer: an `executable_code` part is a `NativeToolCallPart` and its `code_execution_result`
+  a `NativeToolReturnPart`, each with the part as it came (thought signature included, as
+  base64 text) in `provider_data`. Grounding is not a part: the candidate's
+  `grounding_metadata` (the searches and their sources) and `url_context_metadata` (the
+  pages read) become a call and a return part before the answer, the metadata as it came
+  in the return's `provider_data`, and each grounding support is a citation on the text
+  part it supports.
+- Back: the code parts go back as they came, signature on the part it came with; the
+  grounding metadata stays in the history (a request has no field for it).
+- Uses: a grounded answer is one search on Gemini 2.x (billed per grounded prompt), each
+  of its queries one on Gemini 3 and later (billed per query); pages read, code runs.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 import json
 import os
@@ -32,8 +76,30 @@ from typing import Any, ClassVar
 
 from towline.activities.streaming import text_delta, thinking_delta
 from towline.errors import ConfigurationError
-from towline.messages import Message, ModelResponse
+from towline.messages import (
+    BinaryContent,
+    FinishReason,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    ResponsePart,
+    RetryPart,
+    SystemPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    Usage,
+    UserPart,
+    media_in,
+    prompt_text,
+)
+from towline.native_tools import CodeExecution, NativeTool, WebFetch, WebSearch
+from towline.options import Thinking
 from towline.runtime.model_types import ModelConnectionError, ModelHTTPError, ModelInfo
+from towline.runtime.output_schema import strict_schema
 
 from ._common import (
     Endpoint,
@@ -43,14 +109,503 @@ from ._common import (
     field_map,
     import_sdk,
     items,
+    own_thinking,
     remember_secrets,
     request_timeout,
+    retry_text,
+    return_text,
     status_error,
+    unsupported_media,
 )
-from .google_wire import gemini_config, parse_response
+from ._media import Media, data_url_bytes, media_type
+from .native import refuse_options, unsupported, uses_of
 
-__all__ = ["GoogleModel", "GoogleVertexModel", "GoogleEndpoint", "gemini_error", "google_error",
-           "merge_chunks"]
+__all__ = [
+    "GoogleModel", "GoogleVertexModel", "GoogleEndpoint", "gemini_error", "google_error",
+    "merge_chunks", "GEMINI_MEDIA_TYPES", "EFFORT_BUDGETS", "FINISH_REASONS",
+    "BLOCKED_PROMPT", "gemini_contents", "gemini_config", "thinking_config", "parse_response",
+    "signature_text", "signature_bytes", "media_part", "FAMILY", "native_tool_entries",
+    "code_part", "grounding_parts", "cite", "native_part_back", "gemini_uses"
+]
+
+FAMILY = "google"
+_MAJOR = re.compile(r"gemini-(\d+)")
+
+
+# --- built-in tools ------------------------------------------------------------------------
+
+
+_ENTRIES = {"web_search": "google_search", "web_fetch": "url_context",
+            "code_execution": "code_execution"}
+
+
+def native_tool_entries(model: str, tools: Sequence[NativeTool]) -> list[dict[str, Any]]:
+    """The request's built-in tools; raises `UnsupportedNativeTool` for what Gemini lacks."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if not isinstance(tool, WebSearch | WebFetch | CodeExecution):
+            raise unsupported(model, tool)
+        refuse_options(model, tool, (), "Gemini's built-in tools take no options")
+        out.append({_ENTRIES[tool.kind]: {}})
+    return out
+
+
+def _listed(value: Any) -> list[Any]:
+    """A JSON array's items (anything else: none)."""
+    return list(value) if isinstance(value, list | tuple) else []  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _json_safe(value: Any) -> Any:
+    """The SDK's dump with bytes (a thought signature) as standard base64 text."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in field_map(value).items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return getattr(value, "value", value)  # an enum of the SDK: its text
+
+
+def code_part(part: Mapping[str, Any], index: int) -> ResponsePart | None:
+    """An `executable_code` or `code_execution_result` part as a native part (None: neither)."""
+    code = field_map(part.get("executable_code"))
+    result = field_map(part.get("code_execution_result"))
+    data = _json_safe(dict(part))
+    if code:
+        language = _json_safe(code.get("language"))
+        return NativeToolCallPart(tool_name="code_execution", tool_call_id=str(code.get("id") or f"exec_{index}"),
+                                  args={"code": code.get("code"), "language": language},
+                                  provider=FAMILY, provider_data=data)
+    if result:
+        outcome = str(_json_safe(result.get("outcome")) or "")
+        return NativeToolReturnPart(tool_name="code_execution",
+                                    tool_call_id=str(result.get("id") or f"exec_{index}"),
+                                    content={"outcome": outcome, "output": result.get("output")},
+                                    status="succeeded" if outcome in ("OUTCOME_OK", "") else "failed",
+                                    provider=FAMILY, provider_data=data)
+    return None
+
+
+def grounding_parts(candidate: Mapping[str, Any]) -> list[ResponsePart]:
+    """The candidate's grounding (searches, pages read) as call and return parts."""
+    out: list[ResponsePart] = []
+    grounding = field_map(candidate.get("grounding_metadata"))
+    if grounding:
+        raw: Any = grounding.get("web_search_queries")
+        queries = [str(q) for q in _listed(raw)]
+        sources = [{"title": field_map(c.get("web")).get("title"), "url": field_map(c.get("web")).get("uri")}
+                   for c in items(grounding.get("grounding_chunks"))]
+        out += [NativeToolCallPart(tool_name="web_search", args={"queries": queries},
+                                   tool_call_id="grounding", provider=FAMILY),
+                NativeToolReturnPart(tool_name="web_search", tool_call_id="grounding", content=sources,
+                                     provider=FAMILY,
+                                     provider_data={"grounding_metadata": _json_safe(dict(grounding))})]
+    pages = field_map(candidate.get("url_context_metadata"))
+    if pages:
+        read = [{"url": u.get("retrieved_url"), "status": _json_safe(u.get("url_retrieval_status"))}
+                for u in items(pages.get("url_metadata"))]
+        failed = bool(read) and all(r["status"] != "URL_RETRIEVAL_STATUS_SUCCESS" for r in read)
+        out += [NativeToolCallPart(tool_name="web_fetch", args={"urls": [r["url"] for r in read]},
+                                   tool_call_id="url_context", provider=FAMILY),
+                NativeToolReturnPart(tool_name="web_fetch", tool_call_id="url_context", content=read,
+                                     status="failed" if failed else "succeeded", provider=FAMILY,
+                                     provider_data={"url_context_metadata": _json_safe(dict(pages))})]
+    return out
+
+
+def cite(parts: list[ResponsePart], candidate: Mapping[str, Any],
+         text_at: Mapping[int, int]) -> list[ResponsePart]:
+    """`parts` with each grounding support as a citation on the text part it supports: the
+    one made of the content part its segment names (`text_at`: content part index -> index
+    in `parts`), else the one where the segment ends in the answer's text."""
+    grounding = field_map(candidate.get("grounding_metadata"))
+    supports = items(grounding.get("grounding_supports"))
+    if not supports:
+        return parts
+    chunks = items(grounding.get("grounding_chunks"))
+    spans: list[tuple[int, int]] = []  # each text part's byte span in the answer
+    at = 0
+    for p in parts:
+        size = len(p.content.encode()) if isinstance(p, TextPart) else 0
+        spans.append((at, at + size))
+        at += size
+    cited: dict[int, list[dict[str, Any]]] = {}
+    for support in supports:
+        segment = field_map(support.get("segment"))
+        end = int(segment.get("end_index") or 0)
+        named = segment.get("part_index")
+        target = text_at.get(named) if isinstance(named, int) else next(
+            (i for i, (lo, hi) in enumerate(spans) if isinstance(parts[i], TextPart)
+             and lo < end <= hi), None)
+        if target is None:
+            continue
+        indices: Any = support.get("grounding_chunk_indices")
+        sources = [field_map(chunks[i].get("web")) for i in _listed(indices)
+                   if isinstance(i, int) and 0 <= i < len(chunks)]
+        cited.setdefault(target, []).append({
+            "type": "grounding_support", "text": segment.get("text"),
+            "start_index": segment.get("start_index"), "end_index": end,
+            "sources": [{"title": s.get("title"), "url": s.get("uri")} for s in sources]})
+    return [p.model_copy(update={"citations": [*p.citations, *cited[i]]})
+            if isinstance(p, TextPart) and i in cited else p for i, p in enumerate(parts)]
+
+
+def native_part_back(part: NativeToolCallPart | NativeToolReturnPart) -> dict[str, Any] | None:
+    """The content part a native part goes back as (a code part, as it came), else None."""
+    data = part.provider_data
+    if part.provider != FAMILY or not ("executable_code" in data or "code_execution_result" in data):
+        return None
+    out = dict(data)
+    signature = out.get("thought_signature")
+    if isinstance(signature, str):
+        out["thought_signature"] = base64.b64decode(signature)
+    return out
+
+
+def gemini_uses(model: str, parts: Sequence[ResponsePart]) -> dict[str, int]:
+    """The answer's native tool uses (see the module's docstring)."""
+    names: list[str] = []
+    for p in parts:
+        if isinstance(p, NativeToolCallPart):
+            if p.tool_name == "web_search":
+                queries = _listed(p.args.get("queries"))
+                found = _MAJOR.search(model)
+                per_query = bool(found) and int(found.group(1)) >= 3
+                names += ["web_search"] * (max(len(queries), 1) if per_query else 1)
+            elif p.tool_name == "web_fetch":
+                names += ["web_fetch"] * max(len(_listed(p.args.get("urls"))), 1)
+            else:
+                names.append(p.tool_name)
+    return uses_of(names)
+
+
+# --- the wire format -----------------------------------------------------------------------
+
+
+GEMINI_MEDIA_TYPES = frozenset({
+    "image/png", "image/jpeg", "image/webp", "image/heic", "image/heif",
+    "application/pdf", "text/plain", "text/html", "text/css", "text/csv", "text/xml",
+    "text/markdown", "text/rtf", "text/javascript", "application/x-javascript",
+    "text/x-python", "application/x-python",
+    "audio/wav", "audio/x-wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac",
+    "audio/ogg", "audio/flac",
+    "video/mp4", "video/mpeg", "video/mov", "video/quicktime", "video/avi", "video/x-flv",
+    "video/mpg", "video/webm", "video/wmv", "video/3gpp",
+})
+"""The media types Gemini reads (its image, document, audio and video understanding guides)."""
+
+EFFORT_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 1024, "medium": 8192, "high": 24576}
+"""The thinking budget each effort stands for on Gemini 2.x (the table Google gives for its
+OpenAI-compatible `reasoning_effort`); Gemini 3 and later take the effort as `thinking_level`."""
+
+FINISH_REASONS: dict[str, FinishReason | None] = {
+    "FINISH_REASON_UNSPECIFIED": None, "STOP": None, "MAX_TOKENS": "length",
+    "CONTINUATION": "length",  # cut at the per-request cap (towline sends no continuation token)
+    "SAFETY": "content_filter", "RECITATION": "content_filter", "LANGUAGE": "content_filter",
+    "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter", "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter", "MODEL_ARMOR": "content_filter",
+    "ESCALATION": "content_filter", "PUP_LIMITED_DISABLED": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error", "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error", "MALFORMED_RESPONSE": "error",
+    "MISSING_THOUGHT_SIGNATURE": "error", "NO_IMAGE": "error", "IMAGE_OTHER": "error",
+    "OTHER": "error",
+}
+"""Every `FinishReason` of google-genai, normalised (None: `stop`, or `tool_calls` when the
+answer has calls). Filters and policies (Vertex AI's Model Armor included) are
+`content_filter`, which ends the run with `ContentFiltered`; an answer Gemini itself calls
+malformed or unexpected is `error`, which the model is told about and asked again (with the
+`finishMessage`, which google-genai keeps for Vertex AI only). A reason this table does not
+know yet is read by the answer's content (and kept in `provider_details`)."""
+
+BLOCKED_PROMPT: FinishReason = "content_filter"
+"""A prompt Gemini blocked (`promptFeedback.blockReason`, no candidate), whatever its
+`BlockedReason`: `SAFETY`, `MODEL_ARMOR`, `JAILBREAK`, ..."""
+
+
+# --- signatures ----------------------------------------------------------------------------
+
+
+def signature_text(value: Any) -> str | None:
+    """A thought signature as towline keeps it: standard base64 text (the SDK gives bytes)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii") if value else None
+    return str(value) if value else None
+
+
+def signature_bytes(text: str) -> bytes:
+    """A kept signature as the bytes the SDK sends (either base64 alphabet is read)."""
+    try:
+        return base64.b64decode(text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return text.encode()  # a hand-made signature: Gemini refuses it, as it would any forgery
+
+
+# --- towline -> Gemini ---------------------------------------------------------------------
+
+
+def media_part(part: Media, where: str) -> dict[str, Any]:
+    """A media part as Gemini's `inline_data` (bytes, a `data:` URL) or `file_data` (a URL)."""
+    kind = media_type(part)
+    if kind is None or kind not in GEMINI_MEDIA_TYPES:
+        raise unsupported_media("google", kind, where)
+    if isinstance(part, BinaryContent):
+        return {"inline_data": {"data": part.data, "mime_type": kind}}
+    inline = data_url_bytes(part.url)
+    if inline is not None:
+        return {"inline_data": {"data": inline[1], "mime_type": kind}}
+    return {"file_data": {"file_uri": part.url, "mime_type": kind}}
+
+
+def _user_parts(p: UserPart) -> list[dict[str, Any]]:
+    if isinstance(p.content, str):
+        return [{"text": p.content}] if p.content else []
+    out: list[dict[str, Any]] = []
+    for item in p.content:
+        if isinstance(item, str):
+            if item:
+                out.append({"text": item})
+        else:
+            out.append(media_part(item, "a prompt"))
+    return out
+
+
+def _tool_return(p: ToolReturnPart) -> list[dict[str, Any]]:
+    """A `function_response` part, then the media the tool returned (Gemini 2.x reads media
+    in a function response only as parts of the turn)."""
+    rest, media = media_in(p.content)
+    content: Any = rest[0] if len(rest) == 1 else rest if rest else None
+    if media and not rest:
+        content = prompt_text(media)
+    text = return_text(p.model_copy(update={"content": content}))
+    key = "output" if p.status == "succeeded" else "error"
+    out: list[dict[str, Any]] = [{"function_response": {
+        "name": p.tool_name, "id": p.tool_call_id, "response": {key: text}}}]
+    return out + [media_part(m, f"the return of tool {p.tool_name!r}") for m in media]
+
+
+def _request_parts(m: ModelRequest) -> tuple[list[dict[str, Any]], list[str]]:
+    """A request's Gemini parts (function responses first) and its system texts."""
+    responses: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    system: list[str] = []
+    for p in m.parts:
+        if isinstance(p, SystemPart):
+            system.append(p.content)
+        elif isinstance(p, UserPart):
+            others += _user_parts(p)
+        elif isinstance(p, ToolReturnPart):
+            parts = _tool_return(p)
+            responses.append(parts[0])
+            others += parts[1:]
+        elif isinstance(p, RetryPart) and p.tool_call_id and p.tool_name:  # pyright: ignore[reportUnnecessaryIsInstance]
+            responses.append({"function_response": {
+                "name": p.tool_name, "id": p.tool_call_id, "response": {"error": retry_text(p)}}})
+        else:
+            others.append({"text": retry_text(p)})
+    return responses + others, system
+
+
+def _model_parts(m: ModelResponse) -> list[dict[str, Any]]:
+    """A response's parts, each signature on the part it came with."""
+    out: list[dict[str, Any]] = []
+    pending: str | None = None
+    for p in m.parts:
+        if isinstance(p, ThinkingPart):
+            if not own_thinking(p, FAMILY):
+                continue
+            if p.content:
+                part: dict[str, Any] = {"text": p.content, "thought": True}
+                if p.signature:
+                    part["thought_signature"] = signature_bytes(p.signature)
+                out.append(part)
+            else:
+                pending = p.signature
+            continue
+        if isinstance(p, TextPart):
+            if not p.content:
+                continue
+            part = {"text": p.content}
+        elif isinstance(p, ToolCallPart):
+            part = {"function_call": {"name": p.tool_name, "args": p.args}}
+            if p.tool_call_id:
+                part["function_call"]["id"] = p.tool_call_id
+        else:
+            back = native_part_back(p)  # a code part, as it came (grounding is not sent)
+            if back is not None:
+                out.append(back)
+            continue
+        if pending:
+            part["thought_signature"] = signature_bytes(pending)
+        pending = None
+        out.append(part)
+    return out  # a signature with no part after it (an empty final text) has nothing to ride on
+
+
+def gemini_contents(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The system instruction and the `contents` of a conversation."""
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, ModelResponse):
+            role, parts = "model", _model_parts(m)
+        else:
+            parts, texts = _request_parts(m)
+            role = "user"
+            system += texts
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            merged: list[dict[str, Any]] = contents[-1]["parts"] + parts
+            if role == "user":  # function responses open their turn
+                merged = ([p for p in merged if "function_response" in p]
+                          + [p for p in merged if "function_response" not in p])
+            contents[-1]["parts"] = merged
+        else:
+            contents.append({"role": role, "parts": parts})
+    return "\n\n".join(system), contents
+
+
+def _major(model: str) -> int:
+    found = _MAJOR.search(model)
+    return int(found.group(1)) if found else 0
+
+
+def thinking_config(thinking: Thinking | None, model: str) -> dict[str, Any] | None:
+    """`thinking_config` for `ModelSettings.thinking` (None: the model's default).
+
+    On: the thoughts are included. An effort is `thinking_level` on Gemini 3 and later, a
+    budget (`EFFORT_BUDGETS`) before; an int is `thinking_budget`; off is a budget of 0 (a
+    model that cannot stop thinking refuses it)."""
+    if thinking is None:
+        return None
+    if thinking is False:
+        return {"thinking_budget": 0}
+    config: dict[str, Any] = {"include_thoughts": True}
+    if isinstance(thinking, str):
+        if _major(model) >= 3:
+            config["thinking_level"] = thinking.upper()
+        else:
+            config["thinking_budget"] = EFFORT_BUDGETS[thinking]
+    elif thinking is not True:
+        config["thinking_budget"] = int(thinking)
+    return config
+
+
+def gemini_config(model: str, messages: Sequence[Message], info: ModelInfo) -> tuple[
+        list[dict[str, Any]], dict[str, Any]]:
+    """The request's `contents` and its `config` (`GenerateContentConfig` fields, snake case;
+    `ModelSettings.extra` is not in it: the caller splits it between config and body)."""
+    system, contents = gemini_contents(messages)
+    settings = info.settings
+    config: dict[str, Any] = {}
+    if system:
+        config["system_instruction"] = system
+    if settings.temperature is not None:
+        config["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        config["top_p"] = settings.top_p
+    if settings.max_tokens is not None:
+        config["max_output_tokens"] = settings.max_tokens
+    tools = [*info.tools, *info.output_tools]
+    builtins = native_tool_entries(f"google:{model}", info.native_tools)
+    if tools:
+        config["tools"] = [{"function_declarations": [
+            {"name": t.name, "description": t.description,
+             "parameters_json_schema": t.parameters_json_schema or {"type": "object", "properties": {}}}
+            for t in tools
+        ]}]
+    if builtins:
+        config["tools"] = [*config.get("tools", []), *builtins]
+    thinking = thinking_config(settings.thinking, model)
+    if thinking is not None:
+        config["thinking_config"] = thinking
+    if info.output_mode == "native" and info.output_schema is not None:
+        config["response_mime_type"] = "application/json"
+        config["response_json_schema"] = strict_schema(info.output_schema)
+    return contents, config
+
+
+# --- Gemini -> towline ---------------------------------------------------------------------
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    thoughts = int(raw.get("thoughts_token_count") or 0)
+    return Usage(
+        requests=1,
+        input_tokens=int(raw.get("prompt_token_count") or 0)
+        + int(raw.get("tool_use_prompt_token_count") or 0),
+        output_tokens=int(raw.get("candidates_token_count") or 0) + thoughts,
+        reasoning_tokens=thoughts,
+        cache_read_tokens=int(raw.get("cached_content_token_count") or 0),
+    )
+
+
+def _finish(reason: str, calls: bool) -> FinishReason:
+    return FINISH_REASONS.get(reason) or ("tool_calls" if calls else "stop")
+
+
+def _enum_text(value: Any) -> str:
+    """An enum field's value as text (the SDK gives its enum, a dump gives the text)."""
+    return str(getattr(value, "value", value) or "")
+
+
+def parse_response(data: Mapping[str, Any], info: ModelInfo, model: str) -> ModelResponse:
+    """A `GenerateContentResponse` (the SDK's snake-case dump) as a `ModelResponse` (usage
+    not yet priced). A prompt Gemini blocked (no candidate) is an empty `content_filter`;
+    `provider_details` keeps Gemini's finish (or block) reason and message."""
+    out: list[ResponsePart] = []
+    outputs = {t.name for t in info.output_tools}
+    candidates = items(data.get("candidates"))
+    candidate: Mapping[str, Any] = candidates[0] if candidates else {}
+    out += grounding_parts(candidate)  # what it searched and read before it answered
+    text_at: dict[int, int] = {}
+    for index, part in enumerate(items(field_map(candidate.get("content")).get("parts"))):
+        signature = signature_text(part.get("thought_signature"))
+        call = field_map(part.get("function_call"))
+        native = code_part(part, index)
+        if native is not None:
+            out.append(native)
+            continue
+        if part.get("thought"):
+            if part.get("text") or signature:
+                out.append(ThinkingPart(content=str(part.get("text") or ""), signature=signature,
+                                        provider=FAMILY))
+            continue
+        if call.get("name"):
+            if signature:
+                out.append(ThinkingPart(signature=signature, provider=FAMILY))
+            name = str(call["name"])
+            args = call.get("args")
+            out.append(ToolCallPart(
+                tool_name=name, args=dict(field_map(args)),
+                raw_args=None if args is None or isinstance(args, Mapping) else repr(args),
+                tool_call_id=str(call.get("id") or ""),
+                kind="output" if name in outputs else "function",
+            ))
+        elif part.get("text") or signature:
+            if signature:
+                out.append(ThinkingPart(signature=signature, provider=FAMILY))
+            if part.get("text"):
+                text_at[index] = len(out)
+                out.append(TextPart(content=str(part["text"])))
+    out = cite(out, candidate, text_at)
+    reason = _enum_text(candidate.get("finish_reason"))
+    finish = _finish(reason, any(isinstance(p, ToolCallPart) for p in out))
+    source, keys = candidate, ("finish_reason", "finish_message")
+    if not reason and field_map(data.get("prompt_feedback")).get("block_reason"):  # no candidate
+        finish, source = BLOCKED_PROMPT, field_map(data.get("prompt_feedback"))
+        keys = ("block_reason", "block_reason_message")
+    details = {k: _enum_text(source.get(k)) for k in keys if source.get(k)}
+    usage = _usage(field_map(data.get("usage_metadata"))).model_copy(
+        update={"native_tool_uses": gemini_uses(model, out)})
+    return ModelResponse(parts=out, usage=usage,
+                         model_name=str(data.get("model_version") or model), finish_reason=finish,
+                         provider_details=details)
+
+
+# --- the model -----------------------------------------------------------------------------
+
 
 _OVERFLOW = re.compile(r"input token count.*exceeds the maximum number of tokens", re.IGNORECASE | re.DOTALL)
 _TRUE = ("1", "true", "yes")

@@ -46,12 +46,12 @@ from ._common import (
     ProviderModel,
     field_map,
     items,
+    openai_error,
     parse_args,
     request_timeout,
     retry_text,
 )
 from ._media import split_return
-from ._sdk_errors import openai_error
 from ._stream import stream_chat
 from .openai_media import chat_part
 from .openai_options import json_schema_format, openai_usage, reasoning_effort, run_cache_key

@@ -11,8 +11,7 @@ from anthropic_rules import AnthropicRules, PromptCache
 from pydantic import BaseModel, Field
 
 from towline.activities.providers._common import priced
-from towline.activities.providers.anthropic import parse_response
-from towline.activities.providers.anthropic_wire import build_request, native_schema
+from towline.activities.providers.anthropic import build_request, native_schema, parse_response
 from towline.activities.providers.bedrock import BedrockModel
 from towline.errors import ConfigurationError
 from towline.messages import (

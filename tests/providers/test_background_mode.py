@@ -35,7 +35,7 @@ from towline import Agent, ModelSettings, WebSearch
 from towline.client import start_run
 from towline.runtime.plugin import TowlinePlugin
 from towline.testing import history_events, towline_worker
-from towline.workflows.suspended import poll_waits
+from towline.workflows.model_call import poll_waits
 
 WORKER = Path(__file__).resolve().parent / "provider_worker.py"
 SEARCH = {"type": "web_search_call", "id": "ws_bg1", "status": "completed",

@@ -25,7 +25,8 @@ from openai.types.responses import Response, ResponseError
 from openai.types.responses.response import IncompleteDetails
 
 from towline.activities.providers import anthropic as claude
-from towline.activities.providers import google_wire, openai_chat, openai_responses
+from towline.activities.providers import google as gemini
+from towline.activities.providers import openai_chat, openai_responses
 from towline.activities.providers.google import merge_chunks
 from towline.runtime.model_types import ModelHTTPError, ModelInfo
 
@@ -85,12 +86,12 @@ def _gemini(body: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("value", [m.value for m in genai.FinishReason])
 def test_every_gemini_finish_reason(value: str) -> None:
     assert value in GEMINI, f"google-genai has a new FinishReason {value!r}: say what it means"
-    assert value in google_wire.FINISH_REASONS, f"towline does not map {value!r}"
+    assert value in gemini.FINISH_REASONS, f"towline does not map {value!r}"
     answer = _gemini({"candidates": [{
         "content": {"role": "model", "parts": [{"text": "partial"}]}, "finishReason": value,
         "finishMessage": f"stopped: {value}"}],
         "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2}})
-    response = google_wire.parse_response(answer, INFO, "gemini-x")
+    response = gemini.parse_response(answer, INFO, "gemini-x")
     assert response.finish_reason == GEMINI[value]
     assert response.provider_details == {"finish_reason": value,
                                          "finish_message": f"stopped: {value}"}
@@ -100,7 +101,7 @@ def test_every_gemini_finish_reason(value: str) -> None:
 def test_a_gemini_stop_with_calls_is_tool_calls() -> None:
     answer = _gemini({"candidates": [{"content": {"role": "model", "parts": [
         {"functionCall": {"name": "add", "args": {"a": 1}}}]}, "finishReason": "STOP"}]})
-    assert google_wire.parse_response(answer, INFO, "gemini-x").finish_reason == "tool_calls"
+    assert gemini.parse_response(answer, INFO, "gemini-x").finish_reason == "tool_calls"
 
 
 @pytest.mark.parametrize("value", [m.value for m in genai.BlockedReason])
@@ -109,7 +110,7 @@ def test_every_gemini_blocked_prompt_reason(value: str) -> None:
     body = {"promptFeedback": {"blockReason": value, "blockReasonMessage": "blocked"},
             "usageMetadata": {"promptTokenCount": 9}}
     for answer in (_gemini(body), merge_chunks([_gemini(body)])):
-        response = google_wire.parse_response(answer, INFO, "gemini-x")
+        response = gemini.parse_response(answer, INFO, "gemini-x")
         assert response.finish_reason == "content_filter" and response.parts == []
         assert response.provider_details == {"block_reason": value,
                                              "block_reason_message": "blocked"}

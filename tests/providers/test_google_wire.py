@@ -12,10 +12,12 @@ from gemini_server import decoded
 from provider_helpers import KEY
 
 from towline.activities.providers._common import Endpoint
-from towline.activities.providers.google import GoogleEndpoint, gemini_error, merge_chunks
-from towline.activities.providers.google_wire import (
+from towline.activities.providers.google import (
+    GoogleEndpoint,
     gemini_config,
     gemini_contents,
+    gemini_error,
+    merge_chunks,
     parse_response,
     thinking_config,
 )

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from towline.activities.providers.anthropic import anthropic_messages, last_container
 from towline.activities.providers.anthropic import parse_response as anthropic_answer
-from towline.activities.providers.anthropic_native import last_container
-from towline.activities.providers.anthropic_wire import anthropic_messages
-from towline.activities.providers.google_wire import gemini_contents
-from towline.activities.providers.openai_native import background_state, failed_background
-from towline.activities.providers.openai_responses import input_items
+from towline.activities.providers.google import gemini_contents
+from towline.activities.providers.openai_responses import (
+    background_state,
+    failed_background,
+    input_items,
+)
 from towline.messages import (
     Message,
     ModelRequest,

@@ -23,8 +23,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from towline import Agent, Capability, ModelRequestState, ModelSettings, tool
-from towline.activities.providers.anthropic import AnthropicModel
-from towline.activities.providers.anthropic_wire import native_schema
+from towline.activities.providers.anthropic import AnthropicModel, native_schema
 from towline.capabilities import ModelFallback
 from towline.client import events, run, start_run
 from towline.errors import RunError

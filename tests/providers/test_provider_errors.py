@@ -19,8 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 
 from towline import Agent
-from towline.activities.providers._common import LOCAL_PLACEHOLDER_KEY
-from towline.activities.providers._endpoint import Endpoint, shown_url
+from towline.activities.providers._common import LOCAL_PLACEHOLDER_KEY, Endpoint, shown_url
 from towline.client import run, start_run
 from towline.errors import RunError
 from towline.testing import towline_worker

@@ -17,11 +17,10 @@ from fake_server import FakeProvider, Recorded, Reply
 from openai_replies import completion
 from provider_helpers import KEY
 from readme import REPO, Done
-from retry_agents import flaky, quick
+from retry_agents import flaky
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from towline.cli.attempts import AttemptWatch
 from towline.client import start_run
 from towline.testing import towline_worker
 
@@ -221,25 +220,6 @@ async def test_run_tells_of_a_retry_that_ran_between_two_polls(
         ("[step 1] model request attempt 1 failed: HTTP 500: openai: the server had an error "
          "(server_error)")], done.err
     assert done.err.index(told[0]) < done.err.index("[step 1] model answers: at once"), done.err
-
-
-async def test_a_followed_run_tells_at_its_end_of_the_retries_no_poll_saw(
-    client: Client, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", f"{provider.url}/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    provider.script(Reply(ERROR, status=500), Reply(completion("at once")))
-    async with towline_worker(client, [quick]) as (tc, queue):
-        handle = await start_run(tc, quick, "hi", task_queue=queue)
-        assert (await handle.result()).output == "at once"
-    told: list[str] = []
-    watch = AttemptWatch(tc, handle.id, lambda a: told.append(a.line()))
-    await watch.poll()  # the run has ended: nothing is pending
-    assert told == []
-    await watch.settle()
-    await watch.settle()  # told once
-    assert told == [("[step 1] model request attempt 1 failed: HTTP 500: openai: the server had "
-                     "an error (server_error); retried")]
 
 
 async def test_a_worker_killed_mid_request_shows_worker_lost(

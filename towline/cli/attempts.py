@@ -17,7 +17,6 @@ tool only if the lost one had not entered it), and its line says so.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from towline.activities.io import MODEL_ACTIVITY
 from towline.activities.retry_events import failure_summary
 from towline.replay.history_reader import TOOL_ACTIVITY_PREFIX
 
-__all__ = ["ATTEMPT_FAILED", "FailedAttempt", "history_attempts", "pending_attempts", "run_attempts", "AttemptWatch", "watch_attempts"]
+__all__ = ["ATTEMPT_FAILED", "FailedAttempt", "history_attempts", "pending_attempts", "run_attempts", "watch_attempts"]
 
 ATTEMPT_FAILED = "attempt_failed"
 """The type of the line `towline watch --json` prints for a failed attempt (offset -1: it is
@@ -68,8 +67,6 @@ class FailedAttempt:
     worker: str | None = None
     """The identity of the worker that ran it, when Temporal says (a live run's: while its
     retry waits; once the next attempt runs, Temporal names that one's worker)."""
-    past: bool = False
-    """Told once the run had ended (read from its history): its retry has run already."""
     once: bool = False
     """A call of a non-idempotent tool: a later attempt runs the tool only if this one had not
     entered it (its entry mark says); if it had, the call ends `unknown`, not run again."""
@@ -105,8 +102,6 @@ class FailedAttempt:
     def _next(self, now: datetime | None) -> str:
         if not self.retried:
             return "no attempts left"
-        if self.past:
-            return "retried"
         if self.retry_at is None:
             return "retrying now"
         wait = (self.retry_at - (now or datetime.now(UTC))).total_seconds()
@@ -262,37 +257,6 @@ async def pending_attempts(client: Client, workflow_id: str,
     return found
 
 
-class AttemptWatch:
-    """Tells `say` of each failed attempt of a live run once, as its retry is pending."""
-
-    def __init__(self, client: Client, workflow_id: str, say: Callable[[FailedAttempt], None]) -> None:
-        self.client = client
-        self.workflow_id = workflow_id
-        self.say = say
-        self.told: set[tuple[str, int]] = set()
-        self.index: dict[str, _Scheduled] = {}
-
-    async def poll(self) -> None:
-        """Describe the run once and tell of the failed attempts not told of yet."""
-        for a in await pending_attempts(self.client, self.workflow_id, self.index):
-            if (a.activity_id, a.attempt) not in self.told:
-                self.told.add((a.activity_id, a.attempt))
-                self.say(a)
-
-    async def settle(self) -> None:
-        """Once the run has ended: tell of the retried attempts its history records that no
-        poll saw (a retry that started and finished between two polls, as when another worker
-        was already polling when a lost worker's heartbeat timed out)."""
-        try:
-            history = await self.client.get_workflow_handle(self.workflow_id).fetch_history()
-        except RPCError:
-            return
-        for a in await history_attempts(self.client, list(history.events)):
-            if a.retried and (a.activity_id, a.attempt) not in self.told:
-                self.told.add((a.activity_id, a.attempt))
-                self.say(dataclasses.replace(a, past=True))
-
-
 ATTEMPT_POLL = 0.5
 """Seconds between two looks at a live run's pending activities."""
 
@@ -303,7 +267,11 @@ async def watch_attempts(client: Client, workflow_id: str,
     (None: return at once)."""
     if on_attempt is None:
         return
-    watch = AttemptWatch(client, workflow_id, on_attempt)
+    told: set[tuple[str, int]] = set()
+    index: dict[str, _Scheduled] = {}
     while True:
-        await watch.poll()
+        for a in await pending_attempts(client, workflow_id, index):
+            if (a.activity_id, a.attempt) not in told:
+                told.add((a.activity_id, a.attempt))
+                on_attempt(a)
         await asyncio.sleep(ATTEMPT_POLL)

@@ -14,12 +14,15 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -58,6 +61,7 @@ __all__ = [
     "embedded_store",
     "target_of",
     "connected",
+    "history_from_end",
     "say",
     "stop_event",
     "GRACEFUL_SHUTDOWN",
@@ -355,6 +359,23 @@ def workflow_url(base: str | None, namespace: str, workflow_id: str) -> str | No
     if base is None:
         return None
     return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+
+
+async def history_from_end(
+    client: Client, workflow_id: str, run_id: str | None, page_size: int, pages: int,
+) -> AsyncIterator[tuple[Sequence[HistoryEvent], bool]]:
+    """Up to `pages` pages of one execution's history, newest event first, each with whether
+    it is the last (nothing older): what is looked for is near the end of a long history."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=ExecutionRef(workflow_id=workflow_id, run_id=run_id or ""),
+        maximum_page_size=page_size)
+    for _ in range(pages):
+        response = await client.workflow_service.get_workflow_execution_history_reverse(request)
+        yield response.history.events, not response.next_page_token
+        if not response.next_page_token:
+            return
+        request.next_page_token = response.next_page_token
 
 
 def say(message: str) -> None:

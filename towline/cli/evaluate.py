@@ -34,7 +34,7 @@ from towline.cli.common import (
     ui_base,
 )
 from towline.cli.embedded import add_embedding, connect_or_embed
-from towline.cli.render import print_json
+from towline.cli.render import print_out
 
 __all__ = ["rerun_command", "eval_command", "register"]
 
@@ -79,10 +79,7 @@ async def rerun_command(args: Any) -> int:
                 encryption=target.encryption, timeout=timedelta(seconds=args.timeout), ui_base=base)
         except RerunError as e:
             raise CliError(str(e), EXIT_USAGE) from None
-    if args.json:
-        print_json(report.to_json())
-    else:
-        print(report.text())
+    print_out(args.json, report.to_json(), report.text)
     return 0 if report.same else EXIT_FAILURE
 
 
@@ -109,10 +106,7 @@ async def eval_command(args: Any) -> int:
                 ui_base=base)
         except EvalError as e:
             raise CliError(str(e)) from None
-    if args.json:
-        print_json(report.to_json())
-    else:
-        print(report.text())
+    print_out(args.json, report.to_json(), report.text)
     return 0 if report.all_passed else EXIT_FAILURE
 
 

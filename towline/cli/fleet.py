@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from towline.cli.args import Subcommands, add_json, command, positive
 from towline.cli.common import EXIT_USAGE, CliError, connected, load_agent, one_line
-from towline.cli.render import print_json, table, when
+from towline.cli.render import print_out, table, when
 from towline.errors import ConfigurationError
 from towline.fleet.routing import TENANT_MAX_BYTES
 from towline.fleet.schedules import (
@@ -110,17 +110,13 @@ def schedule_lines(row: ScheduleRow) -> list[str]:
 async def list_command(args: Any) -> int:
     """`towline schedule list`."""
     rows = await list_schedules(await _client(args))
-    if args.json:
-        print_json([r.to_json() for r in rows])
-    elif not rows:
-        print("No schedules run agents here (towline schedule create makes one).")
-    else:
-        print("\n".join(table(("NAME", "AGENT", "FIRES", "STATE", "NEXT FIRE", "LAST RUN"), [
+    print_out(args.json, [r.to_json() for r in rows], lambda: table(
+        ("NAME", "AGENT", "FIRES", "STATE", "NEXT FIRE", "LAST RUN"), [
             (r.name, r.agent or "-", r.when or "-", "paused" if r.paused else "active",
              when(r.next_fires[0]) if r.next_fires and not r.paused else "-",
              r.recent_fires[-1][1] if r.recent_fires else "-")
-            for r in rows
-        ])))
+            for r in rows]),
+        "No schedules run agents here (towline schedule create makes one).")
     return 0
 
 
@@ -131,10 +127,7 @@ async def describe_command(args: Any) -> int:
         row = await describe_schedule(client, args.name)
     except RPCError as e:
         raise _missing(args.name, e) from None
-    if args.json:
-        print_json(row.to_json())
-    else:
-        print("\n".join(schedule_lines(row)))
+    print_out(args.json, row.to_json(), lambda: schedule_lines(row))
     return 0
 
 

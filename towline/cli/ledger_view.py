@@ -2,7 +2,7 @@
 
 Engine 4 on, the memo `towline.counters` and the search attributes are the run's *visible*
 counters: written at every status change, at the end, and at most every 10 steps or 300 s
-between (`towline.workflows.run.ATTRIBUTE_STEPS`). The exact ones are in the history: the
+between (`towline.workflows.ledger.ATTRIBUTE_STEPS`). The exact ones are in the history: the
 header of each activity the run schedules, the memo written at a status change, the final
 counters of its result. `towline show` and `towline runs` read them from there
 (`towline.runtime.ledger.latest_counters`), decoded with the client's codec, and `show` says how
@@ -13,16 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from towline.cli.common import history_from_end
 from towline.encryption.codec import decode_history
 from towline.results import Counters
 from towline.runtime.ledger import latest_counters
-from towline.workflows.run import ATTRIBUTE_SECONDS, ATTRIBUTE_STEPS
+from towline.workflows.ledger import ATTRIBUTE_SECONDS, ATTRIBUTE_STEPS
 
 __all__ = ["LATEST_PAGES", "confirmed_in", "latest_recorded", "memo_line"]
 
@@ -44,16 +43,11 @@ async def confirmed_in(client: Client, events: Sequence[HistoryEvent]) -> Counte
 
 async def latest_recorded(client: Client, workflow_id: str, run_id: str) -> Counters | None:
     """The latest counters a live run's history records, read from its end."""
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace, execution=ExecutionRef(workflow_id=workflow_id, run_id=run_id),
-        maximum_page_size=50)
     try:
-        for _ in range(LATEST_PAGES):
-            response = await client.workflow_service.get_workflow_execution_history_reverse(request)
-            found = await confirmed_in(client, response.history.events)
-            if found is not None or not response.next_page_token:
+        async for events, _ in history_from_end(client, workflow_id, run_id, 50, LATEST_PAGES):
+            found = await confirmed_in(client, events)
+            if found is not None:
                 return found
-            request.next_page_token = response.next_page_token
     except RPCError:
         return None  # gone since it was listed
     return None

@@ -42,7 +42,7 @@ from towline.cli.runstate import (
     task_failure,
     workers_polling,
 )
-from towline.results import Counters, RunStatus
+from towline.results import Counters, RunStatus, StateQueryResult
 from towline.runtime import search_attributes as attribute
 from towline.workflows.waiting import WAITING_MEMO
 
@@ -59,7 +59,8 @@ __all__ = [
     "pending_approvals",
 ]
 
-STATUSES = ("running", "waiting", "succeeded", "failed", "terminated", "cancelled", "timed-out")
+STATUSES = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.SUCCEEDED, RunStatus.FAILED,
+            "terminated", "cancelled", "timed-out")
 """What `--status` accepts; a run's status as `towline runs` shows it."""
 SCAN_LIMIT = 1000
 """At most this many live runs are described (stuck) or queried (pending) per command."""
@@ -67,10 +68,11 @@ _CONCURRENCY = 16
 
 _STATUS = attribute.STATUS.name
 _STATUS_QUERIES = {
-    "running": f'ExecutionStatus = "Running" AND ({_STATUS} IS NULL OR {_STATUS} != "waiting")',
-    "waiting": f'ExecutionStatus = "Running" AND {_STATUS} = "waiting"',
-    "succeeded": 'ExecutionStatus = "Completed"',
-    "failed": 'ExecutionStatus = "Failed"',
+    RunStatus.RUNNING: f'ExecutionStatus = "Running" AND ({_STATUS} IS NULL OR {_STATUS} != '
+                       f'"{RunStatus.WAITING}")',
+    RunStatus.WAITING: f'ExecutionStatus = "Running" AND {_STATUS} = "{RunStatus.WAITING}"',
+    RunStatus.SUCCEEDED: 'ExecutionStatus = "Completed"',
+    RunStatus.FAILED: 'ExecutionStatus = "Failed"',
     "terminated": 'ExecutionStatus = "Terminated"',
     "cancelled": 'ExecutionStatus = "Canceled"',
     "timed-out": 'ExecutionStatus = "TimedOut"',
@@ -288,23 +290,21 @@ async def pending_approvals(client: Client, query: str, limit: int) -> PendingSc
     polled = dict(zip(queues, await _each(queues, lambda q: workers_polling(client, q, now)),
                       strict=True))
 
-    async def read(execution: WorkflowExecution) -> dict[str, Any] | tuple[str, str]:
+    async def read(execution: WorkflowExecution) -> tuple[str, StateQueryResult | str]:
         if polled[execution.task_queue] is False:  # a query would only time out
             return (execution.id, f"no worker is polling task queue {execution.task_queue!r}")
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         state = await query_state(handle)
-        if isinstance(state, str):
-            return (execution.id, state)
-        return {"id": execution.id, **state}
+        return (execution.id, state)
 
     scan = PendingScan()
     for got in await _each(waiting, read):
-        if isinstance(got, tuple):
-            scan.unanswered.append(got)
+        run_id, state = got
+        if isinstance(state, str):
+            scan.unanswered.append((run_id, state))
         else:
-            scan.calls.extend(pending_from_state(got["id"], got))
-            remembered: list[dict[str, Any]] = got.get("remembered") or []
-            scan.remembered.extend((got["id"], r) for r in remembered)
+            scan.calls.extend(pending_from_state(state))
+            scan.remembered.extend((run_id, r) for r in state.remembered)
     scan.calls.sort(key=oldest_first)
     del scan.calls[limit:]
     return scan

@@ -22,12 +22,9 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
-from temporalio.service import RPCError
+from temporalio.client import Client
 
 from towline.agent import Agent
 from towline.cli.args import Subcommands, add_agents, command
@@ -40,9 +37,8 @@ from towline.cli.listener import (
     serve_beside_worker,
 )
 from towline.cli.progress import Progress
-from towline.client import run_error, start_run
-from towline.messages import MESSAGES
-from towline.results import RunResult
+from towline.client import RunHandle, start_run
+from towline.errors import RunError
 from towline.serve.http_guard import GuardedApp, HostCheck
 
 __all__ = ["AUTH_ENV", "mcp_serve_command", "tool_name", "register"]
@@ -52,9 +48,6 @@ AUTH_ENV = "TOWLINE_MCP_AUTH"
 
 DEFAULT_PORT = 8000
 """The HTTP port of `--http` unless `--port` names one (a free port if it is taken)."""
-POLL_INTERVAL = 0.3
-"""Seconds between two polls of a run's `state` and `messages` queries."""
-_QUERY_TIMEOUT = timedelta(seconds=2)
 _HTTP_GRACE = 5
 """Seconds open HTTP requests get to finish once the server is told to stop."""
 
@@ -71,20 +64,8 @@ class _Lines(Progress):
         super().__init__(workflow_id, agent=agent)
         self.lines: list[str] = []
 
-    def _say(self, line: str) -> None:
-        self.lines.extend(line.splitlines())
-
-
-async def _poll(handle: WorkflowHandle[Any, Any], lines: _Lines) -> None:
-    try:
-        state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
-        raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
-        messages = MESSAGES.validate_python(raw)
-    except (TimeoutError, RPCError, WorkflowQueryFailedError, ValidationError):
-        return  # not answered yet (no worker, or between tasks): try again
-    lines.resumed(state)
-    lines.messages(messages)
-    lines.state(state)
+    def line(self, text: str) -> None:
+        self.lines.extend(text.splitlines())
 
 
 class AgentTools:
@@ -143,25 +124,20 @@ class AgentTools:
         started = f"run {handle.id} started (agent {agent.name})" + (f"; UI: {url}" if url else "")
         await report([started])
         lines = _Lines(handle.id, agent)
-        result_task = asyncio.ensure_future(handle.result())
+        run = RunHandle(handle)
         try:
-            while not result_task.done():
-                await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
-                await _poll(handle, lines)
+            async for event in run.events(client=self.client):
+                lines(event)
                 await report([started, *lines.lines])
-            result: RunResult = result_task.result()
-        except WorkflowFailureError as e:
-            err = run_error(e)
-            text = f"The run {handle.id} failed ({err.reason}): {err.message}"
+            result = await run.result()
+        except RunError as e:
+            text = f"The run {handle.id} failed ({e.reason}): {e.message}"
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                                   _meta=meta)
         except BaseException:  # the MCP request was cancelled (or the client went away)
-            result_task.cancel()
             with anyio.CancelScope(shield=True):
-                await handle.signal("cancel")
+                await run.cancel()
             raise
-        lines.messages(result.messages)
-        await report([started, *lines.lines])
         output = result.output
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
         c = result.counters

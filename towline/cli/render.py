@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from towline.events import preview, thinking_text
+from towline.events import RunEvent, preview, thinking_text
 from towline.messages import (
     Message,
     ModelRequest,
@@ -44,8 +44,14 @@ __all__ = [
     "when",
     "duration",
     "money",
-    "iso",
+    "plural",
+    "done_line",
+    "output_text",
+    "native_lines",
+    "tool_end_line",
+    "waiting_line",
     "print_json",
+    "print_out",
     "SESSION_ENDS",
 ]
 
@@ -226,11 +232,6 @@ def when(value: datetime | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
-def iso(value: datetime | None) -> str | None:
-    """A timestamp as ISO 8601 (UTC offset included), for JSON output."""
-    return value.isoformat() if value else None
-
-
 def duration(value: timedelta | None) -> str:
     """`<1s`, `42s`, `3m05s`, `2h07m`, `3d04h`; `-` when unknown."""
     if value is None:
@@ -260,9 +261,54 @@ def money(micros: int | None) -> str:
     return f"{sign}${dollars}.{cents}"
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 step`, `2 steps`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def done_line(steps: int, tool_calls: int, requests: int, tokens: int, cost: str = "") -> str:
+    """What `towline run` and `watch` say of a run that succeeded (`cost`: `, cost $...`)."""
+    return (f"Done: {plural(steps, 'step')}, {plural(tool_calls, 'tool call')}, "
+            f"{plural(requests, 'model request')}, {plural(tokens, 'token')}{cost}.")
+
+
+def output_text(value: Any) -> str:
+    """A run's output (or answer) for stdout: a string as it is, anything else as indented
+    JSON; terminal control escaped."""
+    if isinstance(value, str):
+        return terminal_text(value)
+    return terminal_text(json.dumps(value, indent=2, ensure_ascii=False), in_json=True)
+
+
+def native_lines(step: int, native: list[dict[str, Any]]) -> list[str]:
+    """The native tool calls of a `response` event, which the provider ran itself."""
+    return [f"[step {step}] model runs {format_call(str(n.get('tool')), dict(n.get('args') or {}), 80)}"
+            f" ({n.get('provider')})"
+            + (f" -> {n.get('status')}: {content(n.get('content'), 60)}" if n.get("status") else "")
+            for n in native]
+
+
+def tool_end_line(e: RunEvent) -> str:
+    """A `tool_end` event: the tool, its content and its status."""
+    return f"[step {e.step}]   {e.field('tool')} -> {content(e.field('content'), 80)}  ({e.field('status')})"
+
+
 def print_json(value: Any) -> None:
     """Print `value` as indented JSON (non-ASCII kept, unknown types as strings)."""
     print(terminal_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), in_json=True))
+
+
+def print_out(as_json: bool, data: Any, text: Callable[[], str | Sequence[str]] | Sequence[str],
+              empty: str | None = None) -> None:
+    """What a command prints: `data` with `--json` (`print_json`); else `empty` when given and
+    `data` is empty, or the text: lines, or what `text()` makes (one string, or lines)."""
+    if as_json:
+        print_json(data)
+    elif empty is not None and not data:
+        print(empty)
+    else:
+        shown = text() if callable(text) else text
+        print(shown if isinstance(shown, str) else "\n".join(shown))
 
 
 def waiting_line(workflow_id: str, kind: str, tool: str, args: dict[str, Any], call_id: str) -> str:

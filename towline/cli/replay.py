@@ -27,7 +27,7 @@ from towline.cli.common import (
     one_line,
     target_of,
 )
-from towline.cli.render import print_json
+from towline.cli.render import print_out
 from towline.replay import ReplayOutcome, load_history, replay_histories, replay_runs
 
 __all__ = ["replay_command", "register"]
@@ -60,15 +60,11 @@ async def replay_command(args: Any) -> int:
         outcomes = await replay_runs(client, agents, query=args.query, limit=args.limit,
                                      encryption=target.encryption, runtime=quiet)
     failed = [o for o in outcomes if not o.ok]
-    if args.json:
-        print_json([o.to_json() for o in outcomes])
-    elif not outcomes:
-        print("No runs to replay.")
-    else:
-        for outcome in outcomes:
-            print(outcome.line())
-        print(f"{len(outcomes)} replayed: {len(outcomes) - len(failed)} ok, {len(failed)} failed"
-              + (" (deploying this code would leave those runs stuck)" if failed else ""))
+    print_out(args.json, [o.to_json() for o in outcomes], lambda: [
+        *(o.line() for o in outcomes),
+        f"{len(outcomes)} replayed: {len(outcomes) - len(failed)} ok, {len(failed)} failed"
+        + (" (deploying this code would leave those runs stuck)" if failed else "")],
+        "No runs to replay.")
     return EXIT_FAILURE if failed else 0
 
 

@@ -18,13 +18,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.workflow import UpdateMethodMultiParam
 
 from towline.cli.args import Subcommands, add_json, command
 from towline.cli.common import CliError, connected
 from towline.cli.render import format_call, print_json
 from towline.cli.runstate import QUERY_TIMEOUT, query_state
 from towline.cli.steer import accepted_update, live_run, refused, require_worker, wait_option
-from towline.review import CallNotFound, PendingCall, calls_in_state, decision, pick
+from towline.results import PendingApproval
+from towline.review import CallNotFound, decision, pick
+from towline.review.delivery import update_name
 
 if TYPE_CHECKING:
     from towline.capabilities.approval_rules import DecisionKind
@@ -58,16 +61,17 @@ def parse_rule(text: str) -> tuple[str, Any]:
     return tool, verdict
 
 
-async def _send(handle: WorkflowHandle[Any, Any], desc: Any, client: Any, name: str, arg: Any,
+async def _send(handle: WorkflowHandle[Any, Any], desc: Any, client: Any,
+                method: UpdateMethodMultiParam[[Any, Any], Any], arg: Any,
                 wait: float, waited: float | None = None) -> Any:
-    update = await accepted_update(client, handle, desc, name, arg, wait, waited)
+    update = await accepted_update(client, handle, desc, method, arg, wait, waited)
     try:
         return await update.result()
     except WorkflowUpdateFailedError as e:
-        raise refused(name, handle.id, e) from None
+        raise refused(update_name(method), handle.id, e) from None
 
 
-def _decisions(args: Any, kind: DecisionKind, calls: list[PendingCall]) -> list[Any]:
+def _decisions(args: Any, kind: DecisionKind, calls: list[PendingApproval]) -> list[Any]:
     if args.all:
         if args.call:
             raise CliError("give a call or --all, not both", 2)
@@ -101,11 +105,13 @@ def _decisions(args: Any, kind: DecisionKind, calls: list[PendingCall]) -> list[
     return [(c, decision(c, kind, **options)) for c in chosen]
 
 
-def _single(kind: DecisionKind, c: PendingCall, d: Any, by: str | None, *, error: str | None = None,
-            retry: str | None = None) -> tuple[str, Any]:
+def _single(kind: DecisionKind, c: PendingApproval, d: Any, by: str | None, *,
+            error: str | None = None,
+            retry: str | None = None) -> tuple[UpdateMethodMultiParam[[Any, Any], Any], Any]:
     """The update (and its argument) for one decision on `c` (`error` / `retry`: a client
     tool's call answered with the error it failed with, or a request to call it again)."""
     from towline.workflows import (
+        AgentRun,
         ApprovalDecision,
         EditDecision,
         RespondDecision,
@@ -121,20 +127,13 @@ def _single(kind: DecisionKind, c: PendingCall, d: Any, by: str | None, *, error
                            f"RUN {c.call_id} --result JSON", 2)
         answer = {"error": error} if error is not None else {"retry": retry} if retry is not None \
             else {"result": d.result}
-        return "tool_result", ToolResultInput.model_validate(
+        return AgentRun.tool_result, ToolResultInput.model_validate(
             {"call_id": c.call_id, "digest": c.digest, "by": by, **answer})
-    if c.index is None and c.tool_name == "?":  # no state to read: the run checks the call
-        pass
-    elif c.digest is None:  # a run from before engine 4: approve and reject, as they were
-        if kind not in ("approve", "reject") or d.message is not None:
-            raise CliError("this run was started by an earlier towline: it takes approve and "
-                           "reject only, without --message", 2)
-        return kind, ApprovalDecision(call_id=c.call_id, reason=d.reason)
     if kind == "edit":
-        return kind, EditDecision(**common, args=d.args)
+        return AgentRun.edit, EditDecision(**common, args=d.args)
     if kind == "respond":
-        return kind, RespondDecision(**common, result=d.result)
-    return kind, ApprovalDecision(**common)
+        return AgentRun.respond, RespondDecision(**common, result=d.result)
+    return (AgentRun.approve if kind == "approve" else AgentRun.reject), ApprovalDecision(**common)
 
 
 async def review_command(args: Any) -> int:
@@ -156,26 +155,26 @@ async def review_command(args: Any) -> int:
     if isinstance(state, str):
         if not args.call or args.all:  # nothing to go on but the state
             raise CliError(f"run {args.workflow_id!r}: {state}; the {kind} was not sent")
-        calls = [PendingCall(workflow_id=handle.id, call_id=args.call, tool_name="?", args={},
-                             run_step=None, digest=None, index=None)]  # the run checks it
+        calls = [PendingApproval(workflow_id=handle.id, call_id=args.call, tool_name="?",
+                                 args={})]  # the run checks it
     else:
-        calls = calls_in_state(handle.id, state)
+        calls = state.pending()
     chosen = _decisions(args, kind, calls)
     if args.all:
-        from towline.workflows import Decisions
+        from towline.workflows import AgentRun, Decisions
 
-        entries: list[Any] = await _send(handle, desc, client, "decide",
+        entries: list[Any] = await _send(handle, desc, client, AgentRun.decide,
                                          Decisions(decisions=[d for _, d in chosen], by=args.by),
                                          max(deadline - loop.time(), 0.0), args.wait)
     else:
-        from towline.workflows.decisions import DECIDED
+        from towline.workflows.decisions import DECIDED, ToolResultInput
 
         [(c, d)] = chosen
-        name, arg = _single(kind, c, d, args.by, error=getattr(args, "error", None),
-                            retry=getattr(args, "retry", None))
-        await _send(handle, desc, client, name, arg, max(deadline - loop.time(), 0.0), args.wait)
+        method, arg = _single(kind, c, d, args.by, error=getattr(args, "error", None),
+                              retry=getattr(args, "retry", None))
+        await _send(handle, desc, client, method, arg, max(deadline - loop.time(), 0.0), args.wait)
         entries = [{"call_id": c.call_id, "tool": c.tool_name,
-                    "decision": arg.answer if name == "tool_result" else DECIDED[kind]}]
+                    "decision": arg.answer if isinstance(arg, ToolResultInput) else DECIDED[kind]}]
     if args.json:
         print_json(entries)
         return 0
@@ -191,7 +190,7 @@ async def review_command(args: Any) -> int:
 
 async def policy_command(args: Any) -> int:
     """`towline policy WORKFLOW_ID --rule TOOL=VERDICT ... [--default VERDICT]`."""
-    from towline.workflows import PolicyUpdate
+    from towline.workflows import AgentRun, PolicyUpdate
 
     given: list[str] = args.rule or []
     rules = dict(parse_rule(r) for r in given)
@@ -202,7 +201,8 @@ async def policy_command(args: Any) -> int:
     client, _ = await connected(args)
     handle, desc = await live_run(client, args.workflow_id, "change the policy of")
     await require_worker(client, desc, "policy change")
-    policy: dict[str, Any] = await _send(handle, desc, client, "set_policy", update, args.wait)
+    policy: dict[str, Any] = await _send(handle, desc, client, AgentRun.set_policy, update,
+                                         args.wait)
     if args.json:
         print_json(policy)
         return 0

@@ -15,16 +15,14 @@ server refuses to start the run, and the command says so.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import TerminatedError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
@@ -32,7 +30,7 @@ from temporalio.worker import Worker
 
 from towline.agent import Agent
 from towline.cli.args import Subcommands, add_json, command, json_object, model_string, positive
-from towline.cli.attempts import AttemptWatch
+from towline.cli.attempts import FailedAttempt
 from towline.cli.common import (
     GRACEFUL_SHUTDOWN,
     CliError,
@@ -50,13 +48,14 @@ from towline.cli.embedded import add_embedding, connect_or_embed
 from towline.cli.fleet import priority_number, tenant_name
 from towline.cli.observe import Observability, add_tracing_option, tracing
 from towline.cli.progress import Progress, Session
-from towline.cli.render import SESSION_ENDS, terminal_text
-from towline.cli.watch import add_thinking_option, stream_run
+from towline.cli.render import SESSION_ENDS, done_line, output_text, terminal_text
+from towline.cli.watch import EventPrinter, add_thinking_option, follow_run
 from towline.cli.worker_log import add_log_options, worker_logging
 from towline.client import DEFAULT_TASK_QUEUE, own_task_queue, run_error, start_run, with_towline
 from towline.errors import InvalidRunInput
+from towline.events import EventType, RunEvent
 from towline.media import UnknownMediaType, binary_content
-from towline.messages import MESSAGES, BinaryContent, UserContent
+from towline.messages import BinaryContent, UserContent
 from towline.options import Limits
 from towline.results import RunResult
 from towline.runtime.ledger import format_cost
@@ -64,64 +63,6 @@ from towline.storage.payload_store import STORE_ENV
 from towline.workflows.run_context import check_context
 
 __all__ = ["run_command", "register"]
-
-POLL_INTERVAL = 0.3
-"""Seconds between two progress polls of the `state` and `messages` queries."""
-_QUERY_TIMEOUT = timedelta(seconds=2)
-IDLE_HINT_AFTER = 10.0
-"""Seconds without any progress after which `towline run` asks whether a worker is running."""
-
-
-async def _poll(
-    handle: WorkflowHandle[Any, Any], progress: Progress, session: Session | None
-) -> None:
-    """One progress poll; a query nobody answers yet is simply skipped."""
-    try:
-        state: dict[str, Any] = await handle.query("state", rpc_timeout=_QUERY_TIMEOUT)
-        raw: Any = await handle.query("messages", rpc_timeout=_QUERY_TIMEOUT)
-    except (TimeoutError, RPCError, WorkflowQueryFailedError):
-        return
-    try:
-        messages = MESSAGES.validate_python(raw)
-    except ValidationError:
-        return
-    progress.handoffs(state.get("handoffs") or [])  # before the returns they follow
-    progress.resumed(state)  # before the return of the call an approval allowed
-    progress.messages(messages)
-    progress.state(state)
-    if session is not None:
-        session.observe(state, messages)
-
-
-async def _follow(
-    handle: WorkflowHandle[Any, RunResult], progress: Progress, stop: asyncio.Event,
-    session: Session | None = None, attempts: AttemptWatch | None = None,
-) -> RunResult | None:
-    """Wait for the result while printing progress (and the failed attempts Temporal retries);
-    None if interrupted (Ctrl-C)."""
-    result = asyncio.ensure_future(handle.result())
-    stopped = asyncio.ensure_future(stop.wait())
-    loop = asyncio.get_running_loop()
-    hint_at = loop.time() + IDLE_HINT_AFTER
-    try:
-        while True:
-            done, _ = await asyncio.wait({result, stopped}, timeout=POLL_INTERVAL,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if result in done:
-                if attempts is not None:
-                    await attempts.settle()
-                return result.result()
-            if stopped in done:
-                result.cancel()
-                return None
-            await _poll(handle, progress, session)
-            if attempts is not None:
-                await attempts.poll()
-            if not progress.printed and loop.time() > hint_at:
-                hint_at = float("inf")
-                progress.hint("no progress yet: is a worker for this agent polling the task queue?")
-    finally:
-        stopped.cancel()
 
 
 def attachments(paths: list[str]) -> list[UserContent]:
@@ -188,17 +129,11 @@ async def _duplicate(client: Client, workflow_id: str, allowed: bool) -> CliErro
                     "new run under the same id")
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _print_output(result: RunResult, as_json: bool) -> None:
     if as_json:
         print(terminal_text(result.model_dump_json(indent=2), in_json=True))
-    elif isinstance(result.output, str):
-        print(terminal_text(result.output))
     else:
-        print(terminal_text(json.dumps(result.output, indent=2, ensure_ascii=False), in_json=True))
+        print(output_text(result.output))
     sys.stdout.flush()
 
 
@@ -255,24 +190,29 @@ async def run_command(args: Any) -> int:
         mine = " (this command's own)" if own else ""
         say(f"Run {handle.id} started (agent {agent.name}{on}, task queue {queue}{mine}, "
             f"server {address})")
-        progress = Progress(handle.id, quiet=args.quiet, show_thinking=not args.hide_thinking,
-                            agent=agent)
-        session = Session(agent, handle.id) if args.session else None
-        # streaming: an agent (or run) that streams is shown as its events come
+        session = Session(handle.id) if args.session else None
+        # streaming: an agent (or run) that streams is shown as its events come, text and all
         streamed = not args.quiet and (agent.settings.stream if args.stream is None else args.stream)
+        show: Callable[[RunEvent], None]
+        attempted: Callable[[FailedAttempt], None]
+        if streamed:
+            printer = EventPrinter(handle.id, sys.stderr, run_header=False, outcome=False,
+                                   show_thinking=not args.hide_thinking)
+            show, attempted = printer, printer.attempt
+        else:
+            progress = Progress(handle.id, quiet=args.quiet,
+                                show_thinking=not args.hide_thinking, agent=agent)
+            show, attempted = progress, progress.attempt
+
+        def on_event(event: RunEvent) -> None:
+            show(event)
+            if event.type == EventType.ANSWER and session is not None:
+                session.answered_with(event.field("output"))
+
         try:
-            if streamed:
-                result = await stream_run(client, handle, stop,
-                                         session.answered_with if session else None,
-                                         show_thinking=not args.hide_thinking)
-            else:
-                result = await _follow(handle, progress, stop, session, AttemptWatch(
-                    client, handle.id, lambda a: progress.hint(a.line())))
+            result = await follow_run(client, handle, stop, on_event, attempted)
         except WorkflowFailureError as e:
             err = run_error(e)
-            if err.partial is not None and not streamed:
-                progress.handoffs(err.partial.handoffs)
-                progress.messages(err.partial.messages)
             if isinstance(e.cause, TerminatedError):  # no failure reason: nothing of it ran
                 say(f"towline: run {handle.id} was terminated: {e.cause.message or 'no reason given'}")
             else:
@@ -286,13 +226,9 @@ async def run_command(args: Any) -> int:
                 f"--task-queue {queue}; towline show {handle.id}). Letting running calls finish "
                 f"(up to {GRACEFUL_SHUTDOWN.total_seconds():g}s)...")
             return 130
-        if not streamed:
-            progress.handoffs(result.handoffs)
-            progress.messages(result.messages)
         c = result.counters
         cost = f", cost {format_cost(c.cost_micros, c.unpriced_requests)}" if c.cost_micros is not None else ""
-        say(f"Done: {_count(c.run_step, 'step')}, {_count(c.tool_calls, 'tool call')}, "
-            f"{_count(c.requests, 'model request')}, {_count(c.total_tokens, 'token')}{cost}.")
+        say(done_line(c.run_step, c.tool_calls, c.requests, c.total_tokens, cost))
         if session is None or not session.answered:  # a session may end before it was seen waiting
             _print_output(result, args.json)
         if session is not None and (session.answered or result.session_end):

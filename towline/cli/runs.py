@@ -29,7 +29,7 @@ from towline.cli.listing import (
     runs_query,
     stuck_runs,
 )
-from towline.cli.render import arguments, duration, inline, money, print_json, short, table, when
+from towline.cli.render import arguments, duration, inline, money, print_out, short, table, when
 from towline.results import RunStatus
 
 __all__ = ["runs_lines", "stuck_lines", "pending_lines", "runs_command", "pending_command", "register"]
@@ -107,6 +107,11 @@ def pending_lines(scan: PendingScan, now: datetime) -> list[str]:
     return lines
 
 
+_DECIDE_WITH = ("Decide with: towline approve WORKFLOW_ID [#|CALL_ID] (or reject, edit --args JSON, "
+                "respond --result JSON or, for a client's call, --error/--retry TEXT; --all for "
+                "every call of a run)")
+
+
 async def runs_command(args: Any) -> int:
     """`towline runs`."""
     client, _ = await connected(args)
@@ -115,22 +120,14 @@ async def runs_command(args: Any) -> int:
         query = runs_query(agent=args.agent, status=args.status, query=args.query, live=True,
                            version=args.version, schedule=args.schedule)
         stuck = await stuck_runs(client, query, args.limit)
-        if args.json:
-            print_json([s.to_json(now) for s in stuck])
-        elif not stuck:
-            print("No stuck runs: no live run's workflow task is failing.")
-        else:
-            print("\n".join(stuck_lines(stuck, now)))
+        print_out(args.json, [s.to_json(now) for s in stuck], lambda: stuck_lines(stuck, now),
+                  "No stuck runs: no live run's workflow task is failing.")
         return 0
     rows = await list_runs(client, runs_query(agent=args.agent, status=args.status,
                                               query=args.query, version=args.version,
                                               schedule=args.schedule), args.limit)
-    if args.json:
-        print_json([r.to_json(now) for r in rows])
-    elif not rows:
-        print("No runs match.")
-    else:
-        print("\n".join(runs_lines(rows, now)))
+    print_out(args.json, [r.to_json(now) for r in rows], lambda: runs_lines(rows, now),
+              "No runs match.")
     return 0
 
 
@@ -142,16 +139,10 @@ async def pending_command(args: Any) -> int:
     scan = await pending_approvals(client, query, args.limit)
     for workflow_id, why in scan.unanswered:
         print(f"note: no answer from run {workflow_id!r}: {why}", file=sys.stderr)
-    if args.json:
-        print_json([p.to_json(now) for p in scan.calls]
-                   + [{"workflow_id": w, "remembered": r} for w, r in scan.remembered])
-    elif not scan.calls and not scan.remembered:
-        print("No tool calls are waiting for approval.")
-    else:
-        print("\n".join(pending_lines(scan, now)))
-        print("\nDecide with: towline approve WORKFLOW_ID [#|CALL_ID] (or reject, edit --args "
-              "JSON, respond --result JSON or, for a client's call, --error/--retry TEXT; --all "
-              "for every call of a run)")
+    print_out(args.json, [p.to_json(now) for p in scan.calls]
+              + [{"workflow_id": w, "remembered": r} for w, r in scan.remembered],
+              lambda: [*pending_lines(scan, now), "", _DECIDE_WITH],
+              "No tool calls are waiting for approval.")
     return 0
 
 

@@ -22,7 +22,6 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
     GetWorkflowExecutionHistoryRequest,
-    GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import (
     Client,
@@ -37,13 +36,20 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError, RPCStatusCode
 
-from towline.cli.common import CliError, one_line
+from towline.cli.common import CliError, history_from_end, one_line
 from towline.cli.stalled import TaskFailure, waits_on_nothing
-from towline.client import run_error
+from towline.client import RunHandle, run_error
 from towline.encryption.codec import ENCODING, KEY_ENV
 from towline.messages import MESSAGES, Message, Usage
-from towline.results import Counters, HandoffRecord, RunResult, RunStatus
-from towline.review import PendingCall, calls_in_state
+from towline.replay.records import started_input
+from towline.results import (
+    Counters,
+    HandoffRecord,
+    PendingApproval,
+    RunResult,
+    RunStatus,
+    StateQueryResult,
+)
 from towline.runtime import search_attributes as attribute
 from towline.runtime.ledger import MEMO_KEY, decode_counters
 from towline.timetravel.lineage import ForkedFrom, lineage_in
@@ -85,37 +91,24 @@ def status_name(status: WorkflowExecutionStatus | None, towline_status: str | No
     }.get(status, status.name.lower())
 
 
-PendingApproval = PendingCall
-"""A call waiting for a decision or a client's result (`towline.review.PendingCall`)."""
-
-
-def pending_from_state(workflow_id: str, state: dict[str, Any]) -> list[PendingCall]:
+def pending_from_state(state: StateQueryResult) -> list[PendingApproval]:
     """The pending calls of a `state` query answer, oldest request first."""
-    return sorted(calls_in_state(workflow_id, state), key=oldest_first)
+    return sorted(state.pending(), key=oldest_first)
 
 
-def oldest_first(p: PendingCall) -> tuple[bool, float]:
+def oldest_first(p: PendingApproval) -> tuple[bool, float]:
     """Sort key: the longest-waiting call first, calls of unknown age last."""
     return (p.requested_at is None, p.requested_at.timestamp() if p.requested_at else 0.0)
 
 
 async def _last_task_failure(client: Client, workflow_id: str, run_id: str | None) -> tuple[str, str]:
     """The last `WorkflowTaskFailed` event's message and cause, read from the history's end."""
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=ExecutionRef(workflow_id=workflow_id, run_id=run_id or ""),
-        maximum_page_size=100,
-    )
-    for _ in range(10):  # the failure is near the end; don't page through a huge history
-        response = await client.workflow_service.get_workflow_execution_history_reverse(request)
-        for event in response.history.events:
+    async for events, _ in history_from_end(client, workflow_id, run_id, 100, 10):
+        for event in events:  # the failure is near the end: a huge history is not read whole
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
                 cause = WorkflowTaskFailedCause.Name(attrs.cause)
                 return attrs.failure.message, cause.removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
-        if not response.next_page_token:
-            break
-        request.next_page_token = response.next_page_token
     return "(no failure recorded in the history)", "UNSPECIFIED"
 
 
@@ -133,12 +126,11 @@ async def task_failure(client: Client, desc: WorkflowExecutionDescription) -> Ta
 
 
 async def query_state(handle: WorkflowHandle[Any, Any],
-                      timeout: timedelta = QUERY_TIMEOUT) -> dict[str, Any] | str:
+                      timeout: timedelta = QUERY_TIMEOUT) -> StateQueryResult | str:
     """The run's `state` query answer, or why there is none (no worker, a failing replay)."""
     try:
-        state: dict[str, Any] = await asyncio.wait_for(
-            handle.query("state", rpc_timeout=timeout), timeout.total_seconds() + 2
-        )
+        state = await asyncio.wait_for(RunHandle(handle).state(timeout=timeout),
+                                       timeout.total_seconds() + 2)
     except (RPCError, WorkflowQueryFailedError, TimeoutError) as e:
         return f"the state query got no answer ({one_line(e, 200) or 'no worker answered'})"
     return state
@@ -168,13 +160,9 @@ async def agent_name(client: Client, desc: WorkflowExecutionDescription) -> str 
     )
     try:
         events = (await client.workflow_service.get_workflow_execution_history(request)).history.events
-        payloads = events[0].workflow_execution_started_event_attributes.input.payloads
-        values = await client.data_converter.decode(payloads)
-        first: Any = values[0] if values else None
-        fields: dict[str, Any] = first if isinstance(first, dict) else {}  # pyright: ignore[reportUnknownVariableType]
-        agent = fields.get("agent")
-    except Exception:  # noqa: BLE001 - only a hint: an input we cannot read names no agent
+    except Exception:  # noqa: BLE001 - only a hint: a history we cannot read names no agent
         return None
+    agent = (await started_input(client.data_converter, events[0])).get("agent") if events else None
     return agent if isinstance(agent, str) else None
 
 
@@ -260,7 +248,7 @@ class RunDetails:
     """The visible counters (memo `towline.counters`), which `counters` may be ahead of."""
     usage: Usage | None = None
     messages: list[Message] | None = None
-    pending: list[PendingCall] = field(default_factory=list[PendingCall])
+    pending: list[PendingApproval] = field(default_factory=list[PendingApproval])
     approvals: dict[str, Any] = field(default_factory=dict[str, Any])
     """The audit trail (`decisions`, `decisions_total`), `remembered` decisions and `policy`."""
     waiting_for: str | None = None
@@ -317,20 +305,18 @@ async def _read_running(details: RunDetails, handle: WorkflowHandle[Any, Any]) -
     try:
         if isinstance(state, str):
             raise WorkflowQueryFailedError(state)
-        raw: Any = await handle.query("messages", rpc_timeout=QUERY_TIMEOUT)
+        details.messages = await RunHandle(handle).messages(timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError):
         details.notes.append("(no worker answered the queries; counters are from the ledger memo)")
         return
-    details.messages = MESSAGES.validate_python(raw)
-    if state.get("counters"):
-        details.counters = Counters.model_validate(state["counters"])
-        details.usage = Usage.model_validate(state["usage"])
-    details.status = status_name(WorkflowExecutionStatus.RUNNING, state.get("status"))
-    details.pending = pending_from_state(handle.id, state)
-    details.waiting_for = state.get("waiting_for")
-    details.approvals = {k: state[k] for k in ("decisions", "decisions_total", "remembered", "policy")
-                         if k in state}
-    details.handoffs = [HandoffRecord.model_validate(h) for h in list(state.get("handoffs") or [])]
+    if state.counters is not None:
+        details.counters, details.usage = state.counters, state.usage
+    details.status = status_name(WorkflowExecutionStatus.RUNNING, state.status)
+    details.pending = pending_from_state(state)
+    details.waiting_for = state.waiting_for
+    details.approvals = state.model_dump(mode="json", include={"decisions", "decisions_total",
+                                                               "remembered", "policy"})
+    details.handoffs = list(state.handoffs)
 
 
 async def _read_completed(details: RunDetails, client: Client, desc: WorkflowExecutionDescription) -> None:

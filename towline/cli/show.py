@@ -33,6 +33,7 @@ from towline.cli.render import (
 )
 from towline.cli.runstate import RunDetails, read_run
 from towline.cli.watch import add_watch_options, watch_command
+from towline.replay.records import started_input
 from towline.replay.run_history import recorded_conversation
 from towline.runtime.ledger import format_cost
 from towline.telemetry.actions import ActionCount, billable_actions
@@ -186,16 +187,7 @@ async def start_context(client: Any, chain: Sequence[Any]) -> dict[str, Any] | N
     none, or the input cannot be read here, e.g. encrypted without the key)."""
     if not chain or not chain[0].events:
         return None
-    started = chain[0].events[0]
-    if not started.HasField("workflow_execution_started_event_attributes"):
-        return None
-    try:
-        values = await client.data_converter.decode(
-            started.workflow_execution_started_event_attributes.input.payloads)
-    except Exception:  # noqa: BLE001 - an unreadable input: nothing to show, not an error
-        return None
-    first: Any = values[0] if values else None
-    context: Any = first.get("context") if isinstance(first, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    context = (await started_input(client.data_converter, chain[0].events[0])).get("context")
     return context if isinstance(context, dict) else None  # pyright: ignore[reportUnknownVariableType]
 
 

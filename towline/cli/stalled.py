@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 
+from towline.cli.common import history_from_end
 from towline.results import RunStatus
 from towline.runtime.search_attributes import STATUS
 
@@ -70,17 +69,11 @@ async def waits_on_nothing(
             or raw.pending_children or raw.pending_nexus_operations):
         return None
     length = raw.workflow_execution_info.history_length
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=ExecutionRef(workflow_id=desc.id, run_id=desc.run_id or ""),
-        maximum_page_size=100,
-    )
     closed: set[int] = set()
     since: datetime | None = None
     settled = False  # the last workflow task completed (met, newest first)
-    for _ in range(_PAGES):
-        response = await client.workflow_service.get_workflow_execution_history_reverse(request)
-        for event in response.history.events:
+    async for events, last in history_from_end(client, desc.id, desc.run_id, 100, _PAGES):
+        for event in events:
             if since is None:
                 if event.event_id != length:  # the run moved since it was described
                     return None
@@ -99,9 +92,8 @@ async def waits_on_nothing(
                     return None  # a durable timer will wake it
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 return TaskFailure(0, since, _WHY, NOTHING_PENDING)
-        if not response.next_page_token:
+        if last:
             return TaskFailure(0, since, _WHY, NOTHING_PENDING)
-        request.next_page_token = response.next_page_token
     return None
 
 

@@ -34,13 +34,14 @@ from temporalio.client import (
 )
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.workflow import UpdateMethodMultiParam
 
 from towline.cli.args import Subcommands, add_json, command
 from towline.cli.common import EXIT_PENDING, CliError, connected, one_line
 from towline.cli.runstate import agent_name, describe_run, task_failure, workers_polling
-from towline.client import ended_run
+from towline.client import RunHandle, ended_run
 from towline.errors import DecisionNotApplied, DecisionPending
-from towline.review.delivery import ACCEPT_WAIT, deliver
+from towline.review.delivery import ACCEPT_WAIT, deliver, update_name
 
 __all__ = ["send_command", "cancel_command", "end_command", "register", "live_run", "require_worker",
            "accepted_update", "refused", "start_hint", "ACCEPT_WAIT", "wait_option"]
@@ -95,6 +96,13 @@ async def require_worker(client: Client, desc: WorkflowExecutionDescription, wha
                        f"apply the {what}; {await start_hint(client, desc)}")
 
 
+def _rpc_failed(e: RPCError, workflow_id: str, what: str) -> CliError:
+    """The error for an update or signal `what` the server refused (NOT_FOUND: the run ended)."""
+    if e.status == RPCStatusCode.NOT_FOUND:
+        return CliError(f"run {workflow_id!r} has ended; nothing can {what} it")
+    return CliError(f"{what} failed: {one_line(e)}")
+
+
 def refused(name: str, workflow_id: str, e: WorkflowUpdateFailedError) -> CliError:
     cause = e.cause
     reason = cause.message if isinstance(cause, FailureError) else one_line(cause or e)
@@ -117,13 +125,15 @@ async def _failing_task(client: Client, handle: WorkflowHandle[Any, Any], name: 
 
 async def accepted_update(
     client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription,
-    name: str, arg: Any, wait: float, waited: float | None = None,
+    update_method: UpdateMethodMultiParam[[Any, Any], Any], arg: Any, wait: float,
+    waited: float | None = None,
 ) -> WorkflowUpdateHandle[Any]:
-    """Start update `name` and wait (up to `wait` s, what is left of `waited`, the command's
-    `--wait`) until a worker accepted or rejected it; `CliError` with code `EXIT_PENDING` when
-    the server holds it but no worker took it."""
+    """Start `update_method` (e.g. `AgentRun.send`) and wait (up to `wait` s, what is left of
+    `waited`, the command's `--wait`) until a worker accepted or rejected it; `CliError` with
+    code `EXIT_PENDING` when the server holds it but no worker took it."""
+    name = update_name(update_method)
     try:
-        update = await deliver(handle, name, arg, wait, waited=waited)
+        update = await deliver(handle, update_method, arg, wait, waited=waited)
     except DecisionNotApplied as e:
         await _failing_task(client, handle, name)
         if not isinstance(e, DecisionPending):  # not delivered, or not known
@@ -132,9 +142,7 @@ async def accepted_update(
                        f"worker for run {handle.id!r} stopped or overloaded?); "
                        f"{await start_hint(client, desc)}", EXIT_PENDING, "pending") from None
     except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"run {handle.id!r} has ended; nothing can {name} it") from None
-        raise CliError(f"{name} failed: {one_line(e)}") from None
+        raise _rpc_failed(e, handle.id, name) from None
     try:  # a rejection (validator) comes back with its outcome already known
         await asyncio.wait_for(update.result(), 0.2)
     except WorkflowUpdateFailedError as e:
@@ -146,7 +154,7 @@ async def accepted_update(
 
 async def send_command(args: Any) -> int:
     """`towline send WORKFLOW_ID MESSAGE`: the `send` update; prints the run's answer."""
-    from towline.workflows import SendInput
+    from towline.workflows import AgentRun, SendInput
 
     if not args.message.strip():
         raise CliError("the message is empty", 2)
@@ -154,7 +162,7 @@ async def send_command(args: Any) -> int:
     handle, desc = await live_run(client, args.workflow_id, "send to")
     await require_worker(client, desc, "send")
     try:
-        update = await accepted_update(client, handle, desc, "send",
+        update = await accepted_update(client, handle, desc, AgentRun.send,
                                        SendInput(content=args.message), args.wait)
         if args.no_wait:
             print(f"sent to run {args.workflow_id} (update {update.id}); its answer will be in "
@@ -171,26 +179,21 @@ async def send_command(args: Any) -> int:
         if ended is not None:
             raise ended from None
         raise
-    if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
-    elif isinstance(answer, str):
-        print(answer)
-    else:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    print(answer if isinstance(answer, str) and not args.json
+          else json.dumps(answer, indent=2, ensure_ascii=False))
     return 0
 
 
 async def _signal_command(args: Any, signal: str, what_then: str) -> int:
-    """Send the run named by `args` the signal `signal`, say `what_then` happens, and note when
-    no worker polls its task queue (the run ends only once one does)."""
+    """Send the run named by `args` the signal `signal` (`cancel` or `end`), say `what_then`
+    happens, and note when no worker polls its task queue (the run ends only once one does)."""
     client, _ = await connected(args)
     handle, desc = await live_run(client, args.workflow_id, signal)
+    run = RunHandle(handle)
     try:
-        await handle.signal(signal)
+        await (run.cancel() if signal == "cancel" else run.end())
     except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"run {handle.id!r} has ended; nothing can {signal} it") from None
-        raise CliError(f"{signal} failed: {one_line(e)}") from None
+        raise _rpc_failed(e, handle.id, signal) from None
     print(f"{signal} requested for run {args.workflow_id}: {what_then}")
     if await workers_polling(client, desc.task_queue, datetime.now(UTC)) is False:
         print(f"note: no worker is polling task queue {desc.task_queue!r}; the run ends when one "

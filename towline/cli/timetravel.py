@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 
 from towline.cli.args import Subcommands, add_json, add_ui_url, command, model_string, positive
 from towline.cli.common import EXIT_USAGE, CliError, connected, one_line, ui_base, workflow_url
-from towline.cli.render import print_json
+from towline.cli.render import print_json, print_out
 from towline.cli.runstate import workers_polling
 from towline.client import is_own_queue, run_error
 from towline.timetravel.travel import (
@@ -108,25 +108,18 @@ async def reset_command(args: Any) -> int:
         new_run = await reset(client, args.run, to_step=args.to_step, reason=args.reason,
                               force=args.yes, plan=plan)
     except NotIdempotent as e:
-        if args.json:
-            print_json({"refused": str(e), "calls": [_call_json(c) for c in e.calls]})
-        else:
-            print("Tool calls that would run again (they may have taken effect and are not "
-                  "idempotent):")
-            print("\n".join(_listing(e.calls)))
+        print_out(args.json, {"refused": str(e), "calls": [_call_json(c) for c in e.calls]},
+                  [("Tool calls that would run again (they may have taken effect and are not "
+                    "idempotent):"), *_listing(e.calls)])
         raise CliError(str(e)) from None
     except TimeTravelError as e:
         raise _error(e) from None
-    if args.json:
-        print_json({"workflow_id": args.run, "step": args.to_step, "event_id": plan.event_id,
-                    "reset_execution": plan.execution, "new_execution": new_run,
-                    "rerun": [_call_json(c) for c in plan.rerun]})
-    else:
-        print(f"Reset run {args.run} to step {args.to_step} (workflow task event {plan.event_id}); "
-              f"it goes on as execution {new_run}.")
-        if plan.rerun:
-            print("Tool calls that run again:")
-            print("\n".join(_listing(plan.rerun)))
+    print_out(args.json, {"workflow_id": args.run, "step": args.to_step, "event_id": plan.event_id,
+                          "reset_execution": plan.execution, "new_execution": new_run,
+                          "rerun": [_call_json(c) for c in plan.rerun]}, lambda: [
+        f"Reset run {args.run} to step {args.to_step} (workflow task event {plan.event_id}); "
+        + f"it goes on as execution {new_run}.",
+        *(["Tool calls that run again:", *_listing(plan.rerun)] if plan.rerun else [])])
     await _worker_note(client, plan.task_queue, "the run goes on")
     return 0
 

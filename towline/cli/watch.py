@@ -35,27 +35,26 @@ from towline.cli.readback import ENDED_WAIT, ended_events, events_read_back, unr
 from towline.cli.render import (
     content,
     dim,
+    done_line,
     format_call,
     inline,
+    native_lines,
     short,
     styled,
     terminal_text,
+    tool_end_line,
     waiting_line,
 )
 from towline.cli.runstate import agent_name, describe_run, workers_polling
 from towline.client import events
-from towline.events import RunEvent
+from towline.events import EventType, RunEvent
 from towline.results import RunResult
 
-__all__ = ["EventPrinter", "watch_command", "follow", "stream_run", "register",
+__all__ = ["EventPrinter", "watch_command", "follow", "follow_run", "register",
            "add_watch_options", "add_thinking_option", "IDLE_HINT_AFTER"]
 
 IDLE_HINT_AFTER = 10.0
 """Seconds without an event after which `watch` asks whether a worker is running."""
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class EventPrinter:
@@ -157,10 +156,8 @@ class EventPrinter:
         if text and (step, "text") not in self.streamed:
             self.line(f"[step {step}] {text}")
         native: list[dict[str, Any]] = e.field("native_tools") or []
-        for n in native:  # the provider ran these itself, within the response
-            done = f" -> {n.get('status')}: {content(n.get('content'), 60)}" if n.get("status") else ""
-            self.line(f"[step {step}] model runs {format_call(str(n.get('tool')), dict(n.get('args') or {}), 80)}"
-                      f" ({n.get('provider')}){done}")
+        for line in native_lines(step, native):  # the provider ran these, within the response
+            self.line(line)
         raw: list[dict[str, Any]] = e.field("tool_calls") or []
         calls = [format_call(str(c.get("tool")), dict(c.get("args") or {}), 80) for c in raw]
         if calls:
@@ -181,8 +178,7 @@ class EventPrinter:
         self.line(f"[step {e.step}]   {e.field('tool')} started  (call id {e.field('call_id')})")
 
     def _on_tool_end(self, e: RunEvent) -> None:
-        self.line(f"[step {e.step}]   {e.field('tool')} -> {content(e.field('content'), 80)}"
-                  f"  ({e.field('status')})")
+        self.line(tool_end_line(e))
 
     def _on_approval(self, e: RunEvent, kind: str = "approval") -> None:
         self.line(waiting_line(self.workflow_id, kind, str(e.field("tool")),
@@ -222,10 +218,8 @@ class EventPrinter:
             return
         c: dict[str, Any] = e.field("counters") or {}
         tokens = int(c.get("input_tokens") or 0) + int(c.get("output_tokens") or 0)
-        self.line(f"Done: {_plural(int(c.get('run_step') or 0), 'step')}, "
-                  f"{_plural(int(c.get('tool_calls') or 0), 'tool call')}, "
-                  f"{_plural(int(c.get('requests') or 0), 'model request')}, "
-                  f"{_plural(tokens, 'token')}.")
+        self.line(done_line(int(c.get("run_step") or 0), int(c.get("tool_calls") or 0),
+                            int(c.get("requests") or 0), tokens))
         output = e.field("output")
         if isinstance(output, str):
             if output != self.last_text:  # an answer just shown is not repeated
@@ -317,25 +311,13 @@ async def follow(
             stopped.cancel()
 
 
-async def stream_run(
+async def follow_run(
     client: Client, handle: WorkflowHandle[Any, RunResult], stop: asyncio.Event,
-    on_answer: Callable[[Any], None] | None = None, *, show_thinking: bool = True,
+    on_event: Callable[[RunEvent], None], on_attempt: Callable[[FailedAttempt], None],
 ) -> RunResult | None:
-    """`towline run` for a run that streams: its events on stderr as they come, then the
-    result (None on Ctrl-C). `on_answer` gets a session's first answer."""
-    printer = EventPrinter(handle.id, sys.stderr, run_header=False, outcome=False,
-                           show_thinking=show_thinking)
-    answered = False
-
-    def on_event(event: RunEvent) -> None:
-        nonlocal answered
-        printer(event)
-        if event.type == "answer" and on_answer is not None and not answered:
-            answered = True
-            on_answer(event.field("output"))
-
-    _, interrupted = await follow(client, handle.id, on_event, stop=stop,
-                                  on_attempt=printer.attempt)
+    """`towline run`: feed the run's events to `on_event` as they come (its failed attempts to
+    `on_attempt`) until its stream ends, then its result (None on Ctrl-C)."""
+    _, interrupted = await follow(client, handle.id, on_event, stop=stop, on_attempt=on_attempt)
     return None if interrupted else await handle.result()
 
 
@@ -361,13 +343,13 @@ async def watch_command(args: Any) -> int:
               f"{args.workflow_id} --from-offset {resume}", file=sys.stderr, flush=True)
         return 130
     last = seen[-1].type if seen else None
-    if last == "result":
+    if last == EventType.RESULT:
         return 0
-    if last != "failed":  # ended without its own last word: terminated, timed out
+    if last != EventType.FAILED:  # ended without its own last word: terminated, timed out
         desc = await describe_run(client.get_workflow_handle(args.workflow_id))
-        status = desc.status.name if desc.status is not None else "UNKNOWN"
-        if status == "COMPLETED":
+        if desc.status == WorkflowExecutionStatus.COMPLETED:
             return 0
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
         print(f"towline: run {args.workflow_id} ended: {status}", file=sys.stderr, flush=True)
     return 1
 

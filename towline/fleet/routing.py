@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
 
-from temporalio import workflow
 from temporalio.common import Priority
 
 from towline.errors import ConfigurationError
@@ -176,10 +175,12 @@ _NONE = Dispatch()
 
 
 def current_dispatch() -> Dispatch:
-    """The calling run's `Dispatch` (the default outside an `AgentRun` or before it is set)."""
-    if not workflow.in_workflow():
-        return _NONE
-    found = getattr(workflow.instance(), "dispatch", None)
+    """The calling run's `Dispatch` (the default outside an `AgentRun` or before it is set),
+    for code no caller hands it to (a hook starting a child run): found in the run's scope
+    (`towline.workflows.scope`). The run's own code reads `Run.dispatch`."""
+    from towline.workflows import scope  # here: the workflows' package imports this module
+
+    found = getattr(scope.current(), "dispatch", None)
     return found if isinstance(found, Dispatch) else _NONE
 
 

@@ -16,7 +16,6 @@ the history; each listed tool becomes an `MCPTool` in the run's inventory under
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -31,8 +30,8 @@ from temporalio.common import RetryPolicy
 from towline.errors import ConfigurationError
 from towline.mcp.spec import MCPToolSpec
 from towline.runtime.json_schemas import AnyArgs as _AnyArgs
+from towline.runtime.json_schemas import checked_args
 from towline.runtime.json_schemas import compiled_schema as _compiled_schema
-from towline.runtime.json_schemas import schema_errors as _schema_errors
 from towline.tools import Tool, ToolContext
 
 __all__ = [
@@ -322,8 +321,4 @@ class MCPTool(Tool):
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate against the listed schema; raises `pydantic.ValidationError` like any tool."""
-        value = copy.deepcopy(dict(args))
-        error = _schema_errors(self.validator, value, self.name)
-        if error is not None:
-            raise error
-        return value
+        return checked_args(self.validator, args, self.name)

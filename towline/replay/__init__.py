@@ -34,6 +34,7 @@ from temporalio.workflow import NondeterminismError
 
 from towline.agent import Agent
 from towline.encryption.codec import EncryptionCodec
+from towline.replay.records import started_input
 from towline.replay.requests import RequestJournal, first_mismatch, recorded_requests
 from towline.runtime import search_attributes as attribute
 from towline.runtime.fingerprint import agent_version
@@ -107,14 +108,8 @@ def _replayer(
 
 async def _agent_named(history: WorkflowHistory, converter: DataConverter) -> str | None:
     """The agent name in the run's input (its first event)."""
-    if not history.events:
-        return None
-    started = history.events[0].workflow_execution_started_event_attributes
-    try:
-        [value] = await converter.decode(list(started.input.payloads), [dict[str, Any]])
-    except Exception:  # noqa: BLE001 - an unreadable input: the replay reports the rest
-        return None
-    name = value.get("agent") if isinstance(value, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    name = (await started_input(converter, history.events[0])).get("agent") \
+        if history.events else None
     return name if isinstance(name, str) else None
 
 

@@ -262,7 +262,8 @@ class HistoryReader(RequestRebuilder):
             i = self.model_requests[scheduled]
             run.requests[i] = dataclasses.replace(run.requests[i], response=response)
         elif scheduled in self.tools:
-            status: Any = value.get("status") if isinstance(value, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            # a succeeded call's result leaves its status out (`ToolActivityResult.status`)
+            status: Any = value.get("status", "succeeded") if isinstance(value, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
             outcome: Outcome = status if status in ("succeeded", "retry", "failed") else "uncertain"
             self._tool_call(run, scheduled, outcome, "completed", result=value)
         elif scheduled in self.others:

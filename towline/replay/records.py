@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 from towline.messages import Message, ModelRequest, ModelResponse, SystemPart
@@ -29,7 +31,8 @@ from towline.runtime.request_chain import RequestDefinitions
 from towline.runtime.request_rebuild import UNKNOWN_PREFIX, UNRESOLVED, Sent
 
 __all__ = ["RunHistory", "RecordedRequest", "RecordedToolCall", "RecordedOutcome",
-           "HistoryReadError", "Position", "Outcome", "Sent", "without_instructions", "short"]
+           "HistoryReadError", "Position", "Outcome", "Sent", "without_instructions", "short",
+           "started_input"]
 
 M = TypeVar("M", bound="Message | str")
 Position = tuple[int, int]
@@ -49,6 +52,18 @@ def without_instructions(messages: Sequence[M]) -> list[M]:
             all(isinstance(p, SystemPart) for p in first.parts):
         return list(messages[1:])
     return list(messages)
+
+
+async def started_input(converter: DataConverter, started: HistoryEvent) -> dict[str, Any]:
+    """The input a run's `WorkflowExecutionStarted` event carries ({} when there is none, or it
+    cannot be read here, e.g. encrypted without the key)."""
+    try:
+        values = await converter.decode(
+            started.workflow_execution_started_event_attributes.input.payloads)
+    except Exception:  # noqa: BLE001 - an unreadable input: nothing to show, not an error
+        return {}
+    first: Any = values[0] if values else None
+    return first if isinstance(first, dict) else {}  # pyright: ignore[reportUnknownVariableType]
 
 
 def short(value: Any, limit: int = 80) -> str:
@@ -206,8 +221,6 @@ class RunHistory:
     states: list[tuple[Position, dict[str, Any] | None]] = field(
         default_factory=list[tuple[Position, dict[str, Any] | None]])
     """Recorded contributed states (None: too large to record), in order."""
-    records_state: list[bool] = field(default_factory=list[bool])
-    """Per execution: whether it records its state (engine 3)."""
     raw_input: dict[str, Any] = field(default_factory=dict[str, Any])
     """The first execution's input as JSON, without `resume`."""
     others: dict[str, list[Any]] = field(default_factory=dict[str, list[Any]])
@@ -227,15 +240,13 @@ class RunHistory:
 
     def state_before(self, request: RecordedRequest) -> tuple[dict[str, Any] | None, str | None]:
         """The contributed state as it was before `request` was made, and, when it is not
-        known, why (an older engine, or a state too large to record)."""
+        known, why (a state too large to record)."""
         before = [value for pos, value in self.states if pos < request.position]
         if before:
             if before[-1] is None:
                 return None, "the run's state was too large to record at that step"
             return dict(before[-1]), None
-        if self.records_state[request.position[0]]:
-            return {}, None  # recorded from the start, and never anything
-        return None, "the run was made by a towline version that did not record its state"
+        return {}, None  # recorded from the start, and never anything
 
     def calls_after(self, request: RecordedRequest) -> list[RecordedToolCall]:
         """The tool calls made after `request` was scheduled (they would run again after a

@@ -11,14 +11,13 @@ JSON, one replayed execution) give a `RunHistory` (`towline.replay.records`):
   continue-as-new). A message too large to be written twice is named by content only; it is
   found among the messages the history holds whole (the run's input, a continued
   execution's carried conversation, the result or the failure's partial run), else it
-  stays a placeholder. Earlier protocols (inline messages, per-message references) are read
-  too.
+  stays a placeholder. A request made outside an `AgentRun` carries its messages inline.
 - every tool activity: its tool, call id, step, whether the tool is declared idempotent,
   its outcome and result. A call with no outcome yet is `running` whatever
   `ActivityTaskStarted` says: Temporal records an attempt's start only when it ends, so a
   call in its first attempt shows none, and it may have taken effect.
 - the contributed state recorded at each confirmed transition (memo `towline.state`,
-  engine 3, see `towline.timetravel.lineage`) and carried into each continued execution;
+  see `towline.timetravel.lineage`) and carried into each continued execution;
   how the run ended, and its last confirmed ledger.
 
 The executions of a run on the server are those of its current path: from its latest
@@ -51,7 +50,6 @@ from towline.replay.records import (
 )
 from towline.results import RunInput
 from towline.runtime.ledger import counters_from_history
-from towline.workflows.versions import history_engine
 
 __all__ = ["recorded_conversation", "RunHistory", "RecordedRequest", "RecordedToolCall", "RecordedOutcome",
            "HistoryReadError", "read_run_history", "read_histories", "read_executions",
@@ -122,7 +120,6 @@ async def read_executions(workflow_id: str, executions: Sequence[Execution],
         await reader.know_payloads(inputs, "resume")
         run.outcome = await reader.outcome(events[-1])
     for index, (run_id, events) in enumerate(executions):
-        run.records_state.append(_engine_3(events))
         if index > 0:
             raw_next: Any = await reader.decode(
                 events[0].workflow_execution_started_event_attributes.input.payloads)
@@ -164,10 +161,3 @@ async def _executions(client: Client, workflow_id: str) -> list[Execution]:
         if not previous:
             return chain
         run_id, events = await _history(client, workflow_id, previous)
-
-
-def _engine_3(events: Sequence[HistoryEvent]) -> bool:
-    """Whether the history was written by engine 3 or newer (it records state snapshots)."""
-    return history_engine(events) >= 3
-
-

@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from towline.errors import DecisionNotDelivered
-from towline.review.delivery import ACCEPT_WAIT, deliver
+from towline.results import PendingApproval
+from towline.review.delivery import ACCEPT_WAIT
 
 if TYPE_CHECKING:
     from towline.capabilities.approval_rules import DecisionKind
+    from towline.client import RunHandle
 
-__all__ = ["PendingCall", "calls_in_state", "pending", "pick", "decide", "approve", "reject", "edit", "respond",
+__all__ = ["PendingApproval", "pending", "pick", "decide", "approve", "reject", "edit", "respond",
            "approve_all", "reject_all", "set_policy", "tool_result", "CallNotFound"]
 
 Scope = Literal["run", "session"]
@@ -43,77 +44,22 @@ class CallNotFound(ValueError):
     """No pending call answers to the reference given (or more than one does)."""
 
 
-@dataclass(frozen=True)
-class PendingCall:
-    """A call waiting for a decision (kind `approval`) or a client's result (kind `client`)."""
+def _handle(handle: WorkflowHandle[Any, Any]) -> RunHandle:
+    from towline.client import RunHandle  # the client imports `towline.review.delivery`
 
-    workflow_id: str
-    call_id: str
-    tool_name: str
-    args: dict[str, Any]
-    run_step: int | None
-    digest: str | None
-    """What a decision names (None: a run started before digests)."""
-    index: int | None
-    """The short number `towline pending` shows (#1, #2, ...)."""
-    kind: str = "approval"
-    decisions: tuple[str, ...] = ("approve", "reject")
-    requested_at: datetime | None = None
-    """Workflow time at which the run asked (absent in runs recorded before it was kept)."""
-    expires_at: datetime | None = None
-    """When the wait times out (None: it does not)."""
-    metadata: dict[str, Any] | None = None
-    """What the call's approval rule attached for the reviewer (`Ask(metadata=...)`)."""
-
-    def waited(self, now: datetime) -> timedelta | None:
-        """How long the call has waited by `now`."""
-        return None if self.requested_at is None else max(now - self.requested_at, timedelta())
-
-    def to_json(self, now: datetime | None = None) -> dict[str, Any]:
-        """The JSON form (`towline pending --json`; with `now`, how long it has waited)."""
-        waited = self.waited(now) if now is not None else None
-        return {"workflow_id": self.workflow_id, "call_id": self.call_id,
-                "tool_name": self.tool_name, "args": self.args, "run_step": self.run_step,
-                "digest": self.digest, "index": self.index, "kind": self.kind,
-                "decisions": list(self.decisions),
-                "requested_at": self.requested_at.isoformat() if self.requested_at else None,
-                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-                "metadata": self.metadata,
-                "waited_seconds": round(waited.total_seconds(), 3) if waited is not None else None}
-
-
-def _instant(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-
-
-def calls_in_state(workflow_id: str, state: Mapping[str, Any]) -> list[PendingCall]:
-    """The pending calls of a `state` query answer, in the order they were asked."""
-    raw: Mapping[str, Any] = state.get("pending_approvals") or {}
-    found = [PendingCall(
-        workflow_id=workflow_id, call_id=call_id, tool_name=str(info.get("tool_name")),
-        args=dict(info.get("args") or {}), run_step=info.get("run_step"),
-        digest=info.get("digest"), index=info.get("index"), kind=str(info.get("kind") or "approval"),
-        decisions=tuple(info.get("decisions") or ("approve", "reject")),
-        requested_at=_instant(info.get("requested_at")), expires_at=_instant(info.get("expires_at")),
-        metadata=dict(info["metadata"]) if isinstance(info.get("metadata"), Mapping) else None,
-    ) for call_id, info in raw.items()]
-    return sorted(found, key=lambda c: (c.index is None, c.index or 0, c.call_id))
+    return RunHandle(handle)
 
 
 async def pending(handle: WorkflowHandle[Any, Any], *,
-                  wait: float | None = None) -> list[PendingCall]:
+                  wait: float | None = None) -> list[PendingApproval]:
     """What the run's calls wait for now (its `state` query, which a worker answers; `wait`:
     the query's RPC timeout, past which it raises `RPCError`)."""
-    timeout = timedelta(seconds=wait) if wait is not None else None
-    state: dict[str, Any] = await handle.query("state", rpc_timeout=timeout)
-    return calls_in_state(handle.id, state)
+    return await _handle(handle).pending(timeout=timedelta(seconds=wait) if wait is not None
+                                         else None)
 
 
 async def _read(handle: WorkflowHandle[Any, Any], kind: str,
-                wait: float | None) -> tuple[list[PendingCall], float | None]:
+                wait: float | None) -> tuple[list[PendingApproval], float | None]:
     """The run's pending calls, and what is left of `wait` for the decision (the state query
     takes at most half of it)."""
     loop = asyncio.get_running_loop()
@@ -132,7 +78,7 @@ async def _read(handle: WorkflowHandle[Any, Any], kind: str,
     return calls, left
 
 
-def pick(calls: Sequence[PendingCall], ref: str | int | None) -> PendingCall:
+def pick(calls: Sequence[PendingApproval], ref: str | int | None) -> PendingApproval:
     """The call `ref` names: its id, its index (`3` or `#3`), a unique prefix of its id, or
     nothing when exactly one call is pending."""
     if ref is None or ref == "":
@@ -161,7 +107,7 @@ def pick(calls: Sequence[PendingCall], ref: str | int | None) -> PendingCall:
     raise CallNotFound(f"no tool call {text!r} is waiting for approval (waiting: {waiting})")
 
 
-def decision(call: PendingCall, kind: DecisionKind, *, reason: str | None = None,
+def decision(call: PendingApproval, kind: DecisionKind, *, reason: str | None = None,
              args: Mapping[str, Any] | None = None, result: Any = None,
              remember: Scope | None = None, pattern: Mapping[str, Any] | None = None,
              message: str | None = None) -> Any:
@@ -186,10 +132,8 @@ async def _decide(handle: WorkflowHandle[Any, Any], decisions: Sequence[Any], by
                   wait: float | None, waited: float | None) -> list[dict[str, Any]]:
     from towline.workflows import Decisions
 
-    update = await deliver(handle, "decide", Decisions(decisions=list(decisions), by=by), wait,
-                           waited=waited)
-    entries: list[dict[str, Any]] = await update.result()
-    return entries
+    return await _handle(handle).decide(Decisions(decisions=list(decisions), by=by), wait=wait,
+                                        waited=waited)
 
 
 async def _one(handle: WorkflowHandle[Any, Any], call: str | int | None, kind: DecisionKind, *,
@@ -283,7 +227,7 @@ async def tool_result(handle: WorkflowHandle[Any, Any], call_id: str, result: An
     if (error is not None or retry is not None) and result is not None:
         answer["result"] = result  # refused: one answer per call
     arg = ToolResultInput.model_validate({"call_id": call_id, "digest": digest, "by": by, **answer})
-    await (await deliver(handle, "tool_result", arg, wait)).result()
+    await _handle(handle).tool_result(arg, wait=wait)
     return {"call_id": call_id, "decision": arg.answer}
 
 
@@ -299,5 +243,4 @@ async def set_policy(handle: WorkflowHandle[Any, Any], rules: Mapping[str, Any] 
 
     update = PolicyUpdate.model_validate({"rules": dict(rules or {}), "default": default,
                                           "by": by, "reason": reason})
-    policy: dict[str, Any] = await (await deliver(handle, "set_policy", update, wait)).result()
-    return policy
+    return await _handle(handle).set_policy(update, wait=wait)

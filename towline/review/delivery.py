@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage as Stage
@@ -35,10 +36,13 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.workflow import UpdateMethodMultiParam
 
 from towline.errors import DecisionNotApplied, DecisionNotDelivered, DecisionPending
 
-__all__ = ["ACCEPT_WAIT", "deliver", "update_stage"]
+__all__ = ["ACCEPT_WAIT", "deliver", "update_name", "update_stage"]
+
+R = TypeVar("R")
 
 ACCEPT_WAIT: Final = 30.0
 """Default seconds to wait for a worker to take an update."""
@@ -73,10 +77,25 @@ async def update_stage(handle: WorkflowHandle[Any, Any], update_id: str) -> int 
     return int(response.stage)
 
 
-async def deliver(handle: WorkflowHandle[Any, Any], name: str, arg: Any,
+class _StartUpdate(Protocol[R]):
+    """`WorkflowHandle.start_update` as called here: one argument, by reference. The SDK's
+    overloads include a many-argument form whose `args` pyright cannot type (Unknown), which
+    would make every use of the method partially unknown."""
+
+    def __call__(self, update: UpdateMethodMultiParam[[Any, Any], R], arg: Any, /, *, id: str,
+                 wait_for_stage: WorkflowUpdateStage) -> Awaitable[WorkflowUpdateHandle[R]]: ...
+
+
+def update_name(update: UpdateMethodMultiParam[..., Any]) -> str:
+    """The name a run knows update `update` (a method of `AgentRun`) by."""
+    return str(getattr(update, "__name__", update))
+
+
+async def deliver(handle: WorkflowHandle[Any, Any],
+                  update: UpdateMethodMultiParam[[Any, Any], R], arg: Any,
                   wait: float | None = ACCEPT_WAIT, *,
-                  waited: float | None = None) -> WorkflowUpdateHandle[Any]:
-    """Start update `name` of the run and wait up to `wait` seconds (None: for as long as it
+                  waited: float | None = None) -> WorkflowUpdateHandle[R]:
+    """Start `update` (a method of `AgentRun`, e.g. `AgentRun.decide`) of the run and wait up to `wait` seconds (None: for as long as it
     takes) for a worker to take it; its handle once taken (its `result()` raises
     `WorkflowUpdateFailedError` if the run refused it). `waited`: the wait to name in what it
     raises, when `wait` is what is left of a longer one (a command's `--wait`).
@@ -85,10 +104,12 @@ async def deliver(handle: WorkflowHandle[Any, Any], name: str, arg: Any,
     `DecisionNotDelivered` when the server does not hold it either; `DecisionNotApplied` when
     the server could not be asked. `RPCError` (NOT_FOUND) when the run has ended.
     """
+    name = update_name(update)
     update_id = f"{name}-{uuid.uuid4()}"
     try:
-        return await asyncio.wait_for(handle.start_update(  # pyright: ignore[reportUnknownMemberType]
-            name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)
+        start: _StartUpdate[R] = getattr(handle, "start_update")  # noqa: B009 - seen as typed
+        return await asyncio.wait_for(start(
+            update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED), wait)
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         if wait is None:  # not our wait that ended: the call was cancelled
             raise

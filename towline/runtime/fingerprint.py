@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from towline.capabilities.base import ADDED_OPTION
 from towline.tools import Tool
 
 if TYPE_CHECKING:
@@ -137,11 +138,6 @@ def _fields(obj: Any, depth: int) -> dict[str, Any]:
         attributes: dict[str, Any] = dict(getattr(obj, "__dict__", None) or {})
         names = [k for k in attributes if not k.startswith("_")]
     return {name: _value(getattr(obj, name, None), depth + 1) for name in names}
-
-
-ADDED_OPTION = "towline.added_option"
-"""Field metadata of a capability option added after agents that lack it recorded their
-version: left out of the description while it has its default."""
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:

@@ -25,6 +25,7 @@ never an exception that would fail the workflow task, nor a library's raw text.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -34,7 +35,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["compiled", "compiled_schema", "schema_errors", "AnyArgs", "MAX_SCHEMA_CHARS",
+__all__ = ["compiled", "compiled_schema", "schema_errors", "checked_args", "AnyArgs", "MAX_SCHEMA_CHARS",
            "MAX_SCHEMA_DEPTH", "MAX_STEPS", "STEPS_PER_VALUE"]
 
 MAX_SCHEMA_CHARS = 256 * 1024
@@ -83,6 +84,16 @@ def compiled_schema(schema: Mapping[str, Any]) -> Any:
     except (TypeError, ValueError):
         raise ValueError("the schema is not JSON") from None
     return compiled(text)
+
+
+def checked_args(validator: Any, args: Mapping[str, Any], title: str) -> dict[str, Any]:
+    """A copy of a tool's `args`, checked by `validator`; raises `pydantic.ValidationError`
+    like any tool."""
+    value = copy.deepcopy(dict(args))
+    error = schema_errors(validator, value, title)
+    if error is not None:
+        raise error
+    return value
 
 
 def schema_errors(validator: Any, value: Any, title: str) -> ValidationError | None:

@@ -1,17 +1,18 @@
 """The ledger: confirmed counters as `towline.v1.RunCounters`, in activity headers and the memo.
 
-Engine 4 on, the confirmed counters ride on the events a run writes anyway: every activity
+The confirmed counters ride on the events a run writes anyway: every activity
 the run schedules carries them in its Temporal header `towline.counters` (a `json/protobuf`
 payload, encoded by the codec like every payload: `towline.runtime.ledger_headers`), and its
 result, a failure's partial run and a continue-as-new input carry the final ones. Memo key
 `towline.counters` (the same payload, so the Temporal UI shows it) and the search attributes
 are the *visible* counters, written at status changes, at the end and at most every
-`ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` between (`workflows.run.Run.confirm`); older
-runs wrote the memo at every confirmed transition. `counters_from_history` reads the
-confirmed sequence back from either kind of history, exactly as recorded. A record is as
+`ATTRIBUTE_STEPS` steps or `ATTRIBUTE_SECONDS` between (`workflows.ledger.Ledger.confirm`).
+`counters_from_history` reads the confirmed sequence back from a history, exactly as recorded. A record is as
 small as that encoding allows: proto3 JSON leaves out every field at its default (zero
-counters, an empty `tool_retries`), compactly (`JSONProtoPayloadConverter`), about 160 bytes
+counters, an empty `tool_retries`), compactly (`JSONProtoPayloadConverter`), about 130 bytes
 of data plus the payload's `encoding` and `messageType`, which the UI and `decode_counters` read.
+Histories written before 1.0 by engines older than the headers kept memo snapshots instead;
+`counters_from_history` still reads those, as written.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ __all__ = [
     "final_counters",
     "latest_counters",
     "HEADER_KEY",
-    "HEADER_ENGINE",
     "format_cost",
 ]
 
@@ -49,8 +49,6 @@ MEMO_KEY = "towline.counters"
 """The memo key of the visible counters."""
 HEADER_KEY = "towline.counters"
 """The Temporal header of every activity a run schedules: the counters confirmed then."""
-HEADER_ENGINE = 4
-"""The engine version from which runs carry `HEADER_KEY` (and write the memo sparsely)."""
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in RunCounters.DESCRIPTOR.fields)
@@ -85,14 +83,14 @@ payload is a `RunCounters` record; else a JSON document with the counters at tha
 def counters_from_history(events: Iterable[HistoryEvent]) -> list[Counters]:
     """The confirmed counters a workflow history records, in order, read as written.
 
-    Engine 4 and newer (`workflows.versions.history_engine`): the `towline.counters` header of
-    each activity the run scheduled (what the runtime had confirmed before that I/O step),
-    then the final counters its close event holds (the result's, a failure's partial run's, a
-    continue-as-new input's). Older histories: every `towline.counters` memo snapshot (the
-    start request's and each upsert). Pass every execution's events, in order, for a run that
+    The `towline.counters` header of each activity the run scheduled (what the runtime had
+    confirmed before that I/O step), then the final counters its close event holds (the
+    result's, a failure's partial run's, a continue-as-new input's). Pass every execution's events, in order, for a run that
     continued as new; decode an encrypted history first (`towline.encryption.codec.decode_history`),
     or read one whose payloads are encrypted or stored with `decoded_counters_from_history`.
     A final record that cannot be read as plain JSON (a stored reference, say) is left out.
+    A history written before 1.0 without headers (its engine kept memo snapshots) gives
+    every `towline.counters` memo snapshot instead: the start request's and each upsert.
     """
     found: list[Counters] = []
     for payload, path in _records(events):
@@ -110,46 +108,61 @@ async def decoded_counters_from_history(events: Iterable[HistoryEvent],
     for payload, path in _records(events):
         if not path:
             [record] = await converter.decode([payload], [RunCounters])
-            found.append(from_proto(record))
-            continue
-        [value] = await converter.decode([payload], [dict[str, Any]])
-        counters = _at(value, path)
+            counters: Counters | None = from_proto(record)
+        else:
+            [value] = await converter.decode([payload], [dict[str, Any]])
+            counters = _at(value, path)
         if counters is not None:
             found.append(counters)
     return found
 
 
 def _records(events: Iterable[HistoryEvent]) -> Iterator[Record]:
-    """The ledger's records in `events`, in order (headers and finals, or memo snapshots)."""
-    # imported here: `towline.workflows` (its package) imports this module as it loads
-    from towline.workflows.versions import history_engine
-
+    """The ledger's records in `events`, in order: activity headers and finals, or, in a
+    history from before the headers (`_memo_snapshots`), the memo snapshots."""
     events = list(events)
-    headers = history_engine(events) >= HEADER_ENGINE
+    if _memo_snapshots(events):
+        for event in events:
+            payload = _memo_of(event)
+            if payload is not None:
+                yield payload, ()
+        return
     for event in events:
-        if headers and event.HasField("activity_task_scheduled_event_attributes"):
+        if event.HasField("activity_task_scheduled_event_attributes"):
             fields = event.activity_task_scheduled_event_attributes.header.fields
             if HEADER_KEY in fields:
                 yield fields[HEADER_KEY], ()
-        elif headers:
+        else:
             final = _final_record(event)
             if final is not None:
                 yield final
-        elif event.HasField("workflow_properties_modified_event_attributes"):
-            fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
-            if MEMO_KEY in fields:
-                yield fields[MEMO_KEY], ()
-        elif event.HasField("workflow_execution_started_event_attributes"):
-            fields = event.workflow_execution_started_event_attributes.memo.fields
-            if MEMO_KEY in fields:
-                yield fields[MEMO_KEY], ()
+
+
+def _memo_of(event: HistoryEvent) -> Payload | None:
+    """The `towline.counters` memo an event writes (the start request's, or an upsert's)."""
+    if event.HasField("workflow_properties_modified_event_attributes"):
+        return event.workflow_properties_modified_event_attributes.upserted_memo.fields.get(MEMO_KEY)
+    if event.HasField("workflow_execution_started_event_attributes"):
+        return event.workflow_execution_started_event_attributes.memo.fields.get(MEMO_KEY)
+    return None
+
+
+def _memo_snapshots(events: list[HistoryEvent]) -> bool:
+    """Whether a history is one of a pre-1.0 engine that kept the ledger in memo snapshots: it
+    schedules activities, none with a `towline.counters` header, and upserts the memo."""
+    scheduled = [e.activity_task_scheduled_event_attributes for e in events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    if not scheduled or any(HEADER_KEY in a.header.fields for a in scheduled):
+        return False
+    return any(e.HasField("workflow_properties_modified_event_attributes") and _memo_of(e) is not None
+               for e in events)
 
 
 def latest_counters(events: Iterable[HistoryEvent]) -> Counters | None:
     """The most recent counters a history (or any part of it, in any order) records: the
-    latest event holding a `towline.counters` header, memo or final counters. In a live
-    engine-4 run that is the last activity's header, or the memo written at a later status
-    change (a session waiting for its next message, say); in an older run its last memo snapshot.
+    latest event holding a `towline.counters` header, memo or final counters. In a live run
+    that is the last activity's header, or the memo written at a later status change (a
+    session waiting for its next message, say).
     """
     found: tuple[int, Counters] | None = None
     for event in events:
@@ -164,10 +177,9 @@ def _record_of(event: HistoryEvent) -> Counters | None:
     payload: Payload | None = None
     if event.HasField("activity_task_scheduled_event_attributes"):
         payload = event.activity_task_scheduled_event_attributes.header.fields.get(HEADER_KEY)
-    elif event.HasField("workflow_properties_modified_event_attributes"):
-        payload = event.workflow_properties_modified_event_attributes.upserted_memo.fields.get(MEMO_KEY)
-    elif event.HasField("workflow_execution_started_event_attributes"):
-        payload = event.workflow_execution_started_event_attributes.memo.fields.get(MEMO_KEY)
+    elif (event.HasField("workflow_properties_modified_event_attributes")
+          or event.HasField("workflow_execution_started_event_attributes")):
+        payload = _memo_of(event)
     else:
         return final_counters(event)
     if payload is None:

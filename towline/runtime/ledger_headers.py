@@ -1,13 +1,18 @@
-"""The ledger's header on every activity a run schedules (engine 4 on).
+"""The ledger's header on every activity a run schedules.
 
 `LedgerHeaders` is a worker interceptor (`TowlinePlugin` adds it): its workflow outbound
-interceptor asks the running workflow for its header (`ledger_header()`, which `AgentRun`
-answers with the counters it has confirmed, as a `json/protobuf` `RunCounters` payload) and
+interceptor asks the running run for its header (`ledger_header()`, which `AgentRun` answers
+with the counters it has confirmed, as a `json/protobuf` `RunCounters` payload) and
 puts it under `towline.counters` in the activity's Temporal header. Being a property of
 scheduling an activity, not of any call site, every activity a run schedules carries it: its
 model requests (the run's own and its hooks'), its tool calls, MCP listings, the activities a
 capability's hooks call, and any added later. A workflow that answers nothing (another
-workflow type, or an `AgentRun` of an older engine) schedules its activities unchanged.
+workflow type) schedules its activities unchanged.
+
+The run is found in its scope (`towline.workflows.scope`: an interceptor has no caller that
+could hand it over), set in the task of `AgentRun.run` and so in every task it starts; an
+activity scheduled from a signal, update or query handler would go without the header (none
+is: the run's activities are all scheduled from the run's code and its hooks).
 
 Headers are encoded by the payload codec like every payload only where the client says so:
 `TowlinePlugin(encryption=...)` sets `HeaderCodecBehavior.CODEC` (Temporal's default leaves
@@ -29,12 +34,13 @@ from temporalio.worker import (
 )
 
 from towline.runtime.ledger import HEADER_KEY
+from towline.workflows import scope
 
 __all__ = ["LedgerHeaders"]
 
 
 def _header() -> Payload | None:
-    source: Any = getattr(workflow.instance(), "ledger_header", None)
+    source: Any = getattr(scope.current(), "ledger_header", None)
     if not callable(source):
         return None
     header: Any = source()

@@ -2,7 +2,7 @@
 
 A model request repeats the whole conversation. Writing it into every model
 activity's input would make a run's history grow with the square of its length;
-sending a reference per message (towline's first answer, `request_refs`) still
+sending a reference per message (towline's first answer) still
 grew by one reference per message per step. Here a request names everything a
 worker already holds with one key, so its size does not depend on the
 conversation's length:

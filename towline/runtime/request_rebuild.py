@@ -7,8 +7,7 @@ names the messages sent before by one chain key, `new` holds the messages after 
 node per chain key (the key before it and the content reference of its message) and the
 messages by content reference, so every key a later request names resolves to its
 messages. Messages the history holds whole elsewhere (a run's input, its result) are
-made known with `know`. Requests of the earlier protocols (inline messages, a reference
-per message) are read too.
+made known with `know`. A request made outside an `AgentRun` has its messages inline.
 
 A message the history names only by its reference is kept as that reference (a `str`, a
 placeholder), and a key whose earlier messages the history never showed leaves the
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 from towline.activities.io import ModelActivityInput
 from towline.messages import Message, ModelResponse
 from towline.runtime.request_chain import ROOT, RequestDefinitions, chain_key, content_ref
-from towline.runtime.request_refs import message_ref
 
 __all__ = ["RequestRebuilder", "Rebuilt", "Sent", "UNRESOLVED", "UNKNOWN_PREFIX"]
 
@@ -62,15 +60,12 @@ class RequestRebuilder:
         self.nodes: dict[str, tuple[str, str]] = {}
         """Chain key -> (the key before it, the content reference of the message after it)."""
         self.refs: dict[str, Message] = {}
-        self.legacy: dict[str, Message] = {}
-        """Messages by `towline.runtime.request_refs.message_ref` (the earlier protocol)."""
         self.defs: dict[str, RequestDefinitions] = {}
 
     def know(self, messages: Sequence[Message]) -> None:
         """Messages the history holds whole, so references to them resolve."""
         for m in messages:
             self.refs.setdefault(content_ref(m), m)
-            self.legacy.setdefault(message_ref(m), m)
 
     def walk(self, key: str) -> tuple[list[Sent], bool]:
         """The messages of chain `key` (placeholders for those known only by reference), and
@@ -117,6 +112,4 @@ class RequestRebuilder:
                                          settings=inp.settings, output_mode=inp.output_mode,
                                          output_schema=inp.output_schema)
         self.know(inp.messages)
-        if inp.message_refs is None:
-            return Rebuilt(None, list(inp.messages), definitions)
-        return Rebuilt(None, [self.legacy.get(r, r) for r in inp.message_refs], definitions)
+        return Rebuilt(None, list(inp.messages), definitions)

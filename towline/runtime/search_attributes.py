@@ -69,7 +69,7 @@ def start_attributes(agent: str, version: str | None = None) -> TypedSearchAttri
     """What a run's start request sets (not billed, unlike the workflow's upserts): the
     agent, its version when the starter knows it, status `running` and the Int counters at 0.
 
-    The run then upserts only what differs from these (`Run.confirm`).
+    The run then upserts only what differs from these (`Ledger.confirm`).
     """
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(AGENT, agent), SearchAttributePair(STATUS, "running"),

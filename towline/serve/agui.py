@@ -61,7 +61,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from towline.events import RunEvent
-from towline.review import PendingCall
+from towline.review import PendingApproval
 from towline.serve.agui_input import InputError, history, user_text
 from towline.serve.decide import failure_text
 from towline.serve.waits import interrupt
@@ -126,12 +126,9 @@ class TurnMapper:
         if kind == "response":
             return self._response(event, step)
         if kind == "tool_end":
-            return [ToolCallResultEvent(
-                message_id=f"{self.workflow_id}:result:{event.field('call_id')}",
-                tool_call_id=str(event.field("call_id")), role="tool",
-                content=_as_text(event.field("content")),
-                metadata={"towline": {"status": event.field("status"), "tool": event.field("tool"),
-                                      "step": event.step}})]
+            return [self._result(str(event.field("call_id")), event.field("content"),
+                                 status=event.field("status"), tool=event.field("tool"),
+                                 step=event.step)]
         if kind in TURN_ENDS and not (kind == "answer" and self.awaiting_user):
             self.finished = True
             closing = self._close_all()
@@ -145,7 +142,7 @@ class TurnMapper:
             self.waiting = kind
         return [CustomEvent(name=CUSTOM_PREFIX + kind, value=event.to_json())]
 
-    def finish_waiting(self, calls: list[PendingCall]) -> list[BaseEvent]:
+    def finish_waiting(self, calls: list[PendingApproval]) -> list[BaseEvent]:
         """The end of a turn that waits for `calls` (the run's pending calls now): the interrupt
         outcome for the approvals (when the client takes interrupts), else the success outcome
         naming the front-end tool calls; nothing if none waits (decided meanwhile)."""
@@ -200,28 +197,25 @@ class TurnMapper:
                     TextMessageContentEvent(message_id=parent, delta=str(text)),
                     TextMessageEndEvent(message_id=parent)]
         calls: list[dict[str, Any]] = event.field("tool_calls") or []
-        for call in calls:
-            call_id = str(call.get("call_id"))
-            out += [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(call.get("tool")),
-                                       parent_message_id=parent),
-                    ToolCallArgsEvent(tool_call_id=call_id,
-                                      delta=json.dumps(call.get("args") or {}, ensure_ascii=False)),
-                    ToolCallEndEvent(tool_call_id=call_id)]
         native: list[dict[str, Any]] = event.field("native_tools") or []
-        for call in native:  # the provider ran it: the call and its result come together
+        for i, call in enumerate([*calls, *native]):  # native: the provider ran it, result and all
             call_id = str(call.get("call_id"))
             out += [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(call.get("tool")),
                                        parent_message_id=parent),
                     ToolCallArgsEvent(tool_call_id=call_id,
                                       delta=json.dumps(call.get("args") or {}, ensure_ascii=False)),
                     ToolCallEndEvent(tool_call_id=call_id)]
-            if call.get("status") is not None:
-                out.append(ToolCallResultEvent(
-                    message_id=f"{self.workflow_id}:result:{call_id}", tool_call_id=call_id,
-                    role="tool", content=_as_text(call.get("content")),
-                    metadata={"towline": {"status": call.get("status"), "tool": call.get("tool"),
-                                          "provider": call.get("provider"), "step": step}}))
+            if i >= len(calls) and call.get("status") is not None:
+                out.append(self._result(call_id, call.get("content"), status=call.get("status"),
+                                        tool=call.get("tool"), provider=call.get("provider"),
+                                        step=step))
         return [*out, StepFinishedEvent(step_name=f"step {step}")]
+
+    def _result(self, call_id: str, content: Any, **towline: Any) -> ToolCallResultEvent:
+        """A tool call's result (`towline`: the metadata it carries under `towline`)."""
+        return ToolCallResultEvent(message_id=f"{self.workflow_id}:result:{call_id}",
+                                   tool_call_id=call_id, role="tool", content=_as_text(content),
+                                   metadata={"towline": towline})
 
     def _close_text(self) -> list[BaseEvent]:
         if self._text is None:

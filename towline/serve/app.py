@@ -242,10 +242,11 @@ class _Server:
         return handle, offset, isinstance(turn, NewMessage)
 
     async def _send(self, handle: WorkflowHandle[Any, Any], text: str) -> None:
-        from towline.workflows import SendInput
+        from towline.workflows import AgentRun, SendInput
 
         try:
-            update = await deliver(handle, "send", SendInput(content=text), self.config.update_wait)
+            update = await deliver(handle, AgentRun.send, SendInput(content=text),
+                                   self.config.update_wait)
             try:  # a refusal (the validator) comes back with its outcome already known
                 await asyncio.wait_for(update.result(), 0.2)
             except TIMEOUTS:
@@ -256,15 +257,16 @@ class _Server:
                 raise
             raise ended from None
 
-    async def _running_agent(self, handle: WorkflowHandle[Any, Any]) -> str | None:
-        """The agent of the thread's run while it runs ("" if unknown); None: no live run."""
+    async def _running_agent(self, handle: WorkflowHandle[Any, Any], *,
+                             live: bool = True) -> str | None:
+        """The agent of the thread's run ("" if unknown); None: no run (`live`: no live run)."""
         try:
             desc = await handle.describe()
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise
-        if desc.status != WorkflowExecutionStatus.RUNNING:
+        if live and desc.status != WorkflowExecutionStatus.RUNNING:
             return None
         return await agent_name(self.client, desc) or ""
 
@@ -298,14 +300,8 @@ class _Server:
         if not (raw.isascii() and raw.isdigit()):  # `isdigit()` alone takes "²"
             return error(422, f"from must be an offset (0, 1, ...), not {raw!r}")
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id)
-        try:
-            desc = await handle.describe()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return error(404, f"no run {workflow_id!r}")
-            raise
-        agent = await agent_name(self.client, desc)
-        if agent not in self.agents:  # another agent's run: not this server's to show
+        agent = await self._running_agent(handle, live=False)
+        if agent not in self.agents:  # none, or another agent's run: not this server's to show
             return error(404, f"no run {workflow_id!r}")
         mapper = TurnMapper(workflow_id, workflow_id,
                             request.query_params.get("run_id") or workflow_id,

@@ -24,13 +24,13 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from towline.client import RunHandle
 from towline.errors import RunError
-from towline.review import PendingCall, calls_in_state
-from towline.review.delivery import deliver
+from towline.results import PendingApproval
 from towline.serve.waits import ToolFailed
 from towline.workflows.decisions import DecisionKind
 
-__all__ = ["UPDATE_WAIT", "MAX_DECISION_BYTES", "DecisionBody", "decision_update", "send_decision", "pending_calls",
+__all__ = ["UPDATE_WAIT", "MAX_DECISION_BYTES", "DecisionBody", "send_decision", "pending_calls",
            "send_resume", "send_results", "error", "short", "failure_reason", "failure_text", "rpc_refusal",
            "Refusal"]
 
@@ -99,32 +99,27 @@ class DecisionBody(BaseModel):
         return "approve" if self.approved else "reject"
 
 
-def decision_update(call_id: str, body: DecisionBody) -> tuple[str, Any]:
-    """The update (its name and argument) that makes `body`'s decision about `call_id`."""
-    from towline.workflows import ApprovalDecision, EditDecision, RespondDecision
-
-    common: dict[str, Any] = {"call_id": call_id, "reason": body.reason, "digest": body.digest,
-                              "by": body.by, "message": body.message}
-    if body.kind == "edit":
-        return "edit", EditDecision(**common, args=dict(body.args or {}))
-    if body.kind == "respond":
-        return "respond", RespondDecision(**common, result=body.result)
-    return body.kind, ApprovalDecision(**common)
-
-
 async def send_decision(handle: WorkflowHandle[Any, Any], call_id: str, body: DecisionBody,
                         wait: float = UPDATE_WAIT) -> str:
     """Send the decision's update and wait for it (`WorkflowUpdateFailedError`: refused;
     `DecisionPending` / `DecisionNotDelivered`: no worker took it within `wait` seconds)."""
-    name, arg = decision_update(call_id, body)
-    done: str = await (await deliver(handle, name, arg, wait)).result()
-    return done
+    from towline.workflows import ApprovalDecision, EditDecision, RespondDecision
+
+    run = RunHandle(handle)
+    common: dict[str, Any] = {"call_id": call_id, "reason": body.reason, "digest": body.digest,
+                              "by": body.by, "message": body.message}
+    if body.kind == "edit":
+        return await run.edit(EditDecision(**common, args=dict(body.args or {})), wait=wait)
+    if body.kind == "respond":
+        return await run.respond(RespondDecision(**common, result=body.result), wait=wait)
+    if body.kind == "reject":
+        return await run.reject(ApprovalDecision(**common), wait=wait)
+    return await run.approve(ApprovalDecision(**common), wait=wait)
 
 
-async def pending_calls(handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
+async def pending_calls(handle: WorkflowHandle[Any, Any]) -> list[PendingApproval]:
     """The calls the run waits for now (its `state` query)."""
-    state: dict[str, Any] = await asyncio.wait_for(handle.query("state"), UPDATE_WAIT)
-    return calls_in_state(handle.id, state)
+    return await asyncio.wait_for(RunHandle(handle).pending(), UPDATE_WAIT)
 
 
 async def send_resume(handle: WorkflowHandle[Any, Any], decisions: Sequence[dict[str, Any]],
@@ -133,7 +128,7 @@ async def send_resume(handle: WorkflowHandle[Any, Any], decisions: Sequence[dict
     from towline.workflows import Decisions
 
     batch = Decisions.model_validate({"decisions": list(decisions), "by": by})
-    await (await deliver(handle, "decide", batch, wait)).result()
+    await RunHandle(handle).decide(batch, wait=wait)
 
 
 async def send_results(handle: WorkflowHandle[Any, Any], results: Sequence[tuple[str, Any]],
@@ -147,7 +142,7 @@ async def send_results(handle: WorkflowHandle[Any, Any], results: Sequence[tuple
         arg = (ToolResultInput(call_id=call_id, error=result.error, digest=digests.get(call_id))
                if isinstance(result, ToolFailed) else
                ToolResultInput(call_id=call_id, result=result, digest=digests.get(call_id)))
-        await (await deliver(handle, "tool_result", arg, wait)).result()
+        await RunHandle(handle).tool_result(arg, wait=wait)
 
 
 def error(status: int, message: str) -> JSONResponse:

@@ -25,7 +25,7 @@ from typing import Any
 from ag_ui.core import Interrupt, Message, ResumeEntry, RunAgentInput, ToolMessage, UserMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from towline.review import PendingCall
+from towline.review import PendingApproval
 from towline.serve.agui_input import InputError, content_text, history, user_text
 from towline.workflows.decisions import DecisionKind
 
@@ -95,7 +95,7 @@ class NewMessage:
 TurnInput = Resume | ToolResults | NewMessage
 
 
-def interrupt_id(call: PendingCall) -> str:
+def interrupt_id(call: PendingApproval) -> str:
     """`CALL_ID@DIGEST` (just the call id for a run started before digests)."""
     return f"{call.call_id}@{call.digest}" if call.digest else call.call_id
 
@@ -115,7 +115,7 @@ def response_schema(decisions: Sequence[str]) -> dict[str, Any]:
                            "result": {}, "by": {"type": "string"}}}
 
 
-def interrupt(call: PendingCall) -> Interrupt:
+def interrupt(call: PendingApproval) -> Interrupt:
     """The AG-UI interrupt for a call waiting for approval."""
     args = json.dumps(call.args, ensure_ascii=False, sort_keys=True)
     return Interrupt(

@@ -8,7 +8,7 @@ continue-as-new, and the `TowlineForkedFrom` search attribute where the namespac
 it registered.
 
 A fork starts from the contributed state its origin had before that step. The ledger
-memo holds counters only, so an engine-3 run also records its state: memo
+memo holds counters only, so a run also records its state: memo
 `towline.state` is upserted, in the same command as the counters, whenever the
 committed state changes (`state_snapshot`), so the history holds the state at every
 confirmed transition. A state too large for a memo (`STATE_MEMO_LIMIT`) is recorded as
@@ -44,7 +44,7 @@ __all__ = [
 FORKED_FROM_MEMO = "towline.forked_from"
 """Memo key of a fork's lineage (`ForkedFrom` as JSON), set in its start request."""
 STATE_MEMO = "towline.state"
-"""Memo key of the run's committed contributed state (engine 3), upserted when it changes."""
+"""Memo key of the run's committed contributed state, upserted when it changes."""
 STATE_MEMO_LIMIT = 16 * 1024
 """The largest state (JSON payload bytes) recorded in the memo; a larger one is recorded
 as `null` (Temporal keeps memos small: every listing returns them)."""

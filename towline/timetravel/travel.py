@@ -5,7 +5,7 @@ Both read the run's history (`towline.replay.run_history`), the exact record of 
 - `fork` starts a NEW run of the same agent from the conversation the model was sent at
   step N, before its request (the instructions left out: the new run renders its own);
   after a handoff, of the agent that made step N's request.
-  Its contributed state is the state the run had then (recorded by engine-3 runs, see
+  Its contributed state is the state the run had then (recorded by the run, see
   `towline.timetravel.lineage`); everything else starts fresh: a fork's ledger counts from zero,
   because the original's counters are never carried into another run (a fork cannot
   forge a ledger). Without a prompt the model is asked step N again; with one, the
