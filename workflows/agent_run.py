@@ -109,7 +109,8 @@ class AgentRun:
         self.request_book = RequestBook()
         self._facts = WorkerFacts()
         self.dispatch = Dispatch()
-        """Fleet: the run's model routes and priority (`towline.fleet.routing.current_dispatch`)."""
+        """Fleet: the run's model routes and priority (`Run.dispatch`; the hook context's child runs
+        take it from `HookApi`)."""
         self.hooks = HookApi(self.stream, self.approvals, self.dispatch)
         """What hook code acts on (`towline.hook_context()`)."""
         self._released = False

@@ -40,7 +40,6 @@ __all__ = [
     "Dispatch",
     "run_priority",
     "model_queue_for",
-    "current_dispatch",
     "register_model_queues",
     "model_queues_of",
     "PRIORITY_MIN",
@@ -169,19 +168,6 @@ class Dispatch:
     def model_queue(self, model: str) -> str | None:
         """The task queue of a call to `model` (None: the run's own)."""
         return model_queue_for(self.model_queues, model)
-
-
-_NONE = Dispatch()
-
-
-def current_dispatch() -> Dispatch:
-    """The calling run's `Dispatch` (the default outside an `AgentRun` or before it is set),
-    for code no caller hands it to (a hook starting a child run): found in the run's scope
-    (`towline.workflows.scope`). The run's own code reads `Run.dispatch`."""
-    from towline.workflows import scope  # here: the workflows' package imports this module
-
-    found = getattr(scope.current(), "dispatch", None)
-    return found if isinstance(found, Dispatch) else _NONE
 
 
 _ROUTES_BY_QUEUE: dict[str, dict[str, str]] = {}
