@@ -301,7 +301,14 @@ async def follow(
             return seen, True
         try:
             reading.result()
-        except (RPCError, WorkflowQueryFailedError) as e:
+        except WorkflowQueryFailedError as e:
+            # a closed run's stream is answered by a replaying worker; one that cannot replay it
+            # (another agent's, say, on a shared queue) fails the query: its history still tells
+            closed = await client.get_workflow_handle(workflow_id).describe()
+            if seen or closed.status in (None, WorkflowExecutionStatus.RUNNING):
+                raise await unreadable(client, closed, e) from None
+            return await events_read_back(client, closed, on_event), False
+        except RPCError as e:
             raise await unreadable(client, desc, e) from None
         return seen, False
     finally:
